@@ -1,0 +1,1 @@
+"""The `local-rag` command line."""

@@ -1,0 +1,163 @@
+"""`local-rag collections|status|doctor|reembed`: looking after the index."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import click
+
+from rag_search.cli.context import App, pass_app
+from rag_search.cli.format import echo_json, render_collections, render_status
+from rag_search.errors import RagError
+from rag_search.store import migrations, reads, writes
+from rag_search.store.connection import connect, versions
+from rag_search.store.vectors import check_embedder, recorded_embedder
+
+
+@click.group("collections")
+def collections():
+    """List, inspect and delete collections."""
+
+
+@collections.command("list")
+@click.option("--json", "as_json", is_flag=True)
+@pass_app
+def collections_list(app: App, as_json: bool):
+    """Every collection with item and chunk counts."""
+    rows = [c.to_dict() for c in reads.list_collections(app.store)]
+    echo_json(rows) if as_json else click.echo(render_collections(rows))
+
+
+@collections.command("info")
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True)
+@pass_app
+def collections_info(app: App, name: str, as_json: bool):
+    """One collection: items by type, chunks, failures, sample titles."""
+    info = reads.collection_info(app.store, name)
+    if as_json:
+        echo_json(info)
+        return
+    click.echo(render_collections([info]))
+    click.echo("\nitems by type: " + ", ".join(f"{k} {v}" for k, v in info["items_by_source_type"].items()))
+    if info["sample_titles"]:
+        click.echo("recent titles: " + "; ".join(info["sample_titles"]))
+    for f in info["failures"]:
+        click.echo(f"failed: {f['uri']}  [{f['error_kind']}] {f['message']}")
+
+
+@collections.command("delete")
+@click.argument("name")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@pass_app
+def collections_delete(app: App, name: str, yes: bool):
+    """Remove a collection's items, chunks and vectors from the index (sources are untouched)."""
+    app.store.collection_id(name)  # fails with the known names if it does not exist
+    if not yes:
+        click.confirm(f"Delete collection '{name}' from the index?", abort=True)
+    n = writes.delete_collection(app.store, name)
+    click.echo(f"Deleted collection '{name}' ({n} items). Its source files were not touched.")
+
+
+@click.command("status")
+@click.option("--json", "as_json", is_flag=True)
+@pass_app
+def status(app: App, as_json: bool):
+    """Collections, counts, index size, embedder, last index times and failures."""
+    st = reads.status(app.store)
+    echo_json(st) if as_json else click.echo(render_status(st))
+
+
+@click.command("reembed")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@pass_app
+def reembed(app: App, yes: bool):
+    """Re-embed every stored chunk with the configured embedder (sources are not re-read)."""
+    from rag_search.embedders.reembed import reembed as run_reembed
+
+    recorded = recorded_embedder(app.store.conn)
+    target = app.embedder
+    if recorded == (target.id, target.dimensions):
+        click.echo(f"The index already uses {target.id}; nothing to do.")
+        return
+    if not yes:
+        click.confirm(f"Re-embed the index from {recorded[0] if recorded else 'nothing'} to {target.id}?", abort=True)
+    bar: dict = {}
+
+    def total(n: int) -> None:
+        bar["bar"] = click.progressbar(length=n, label="embedding chunks", file=click.get_text_stream("stderr"))
+        bar["bar"].__enter__()
+
+    stats = run_reembed(app.store, target, progress=lambda n: bar["bar"].update(n), total=total)
+    if "bar" in bar:
+        bar["bar"].__exit__(None, None, None)
+    click.echo(f"Re-embedded with {target.id}: {stats['embedded']} texts embedded, {stats['reused']} from cache, "
+               f"{stats['vectors']} vectors written.")
+
+
+@click.command("doctor")
+@click.option("--fix", is_flag=True, help="Apply pending schema migrations.")
+@pass_app
+def doctor(app: App, fix: bool):
+    """Check the SQLite extension, the index schema, the embedder and (if configured) Ollama."""
+    results = [_check(name, fn) for name, fn in _checks(app, fix)]
+    for ok, name, detail in results:
+        mark = click.style("ok  ", fg="green") if ok else click.style("FAIL", fg="red")
+        click.echo(f"{mark} {name}: {detail}")
+    if not all(ok for ok, _, _ in results):
+        raise SystemExit(1)
+
+
+def _check(name: str, fn: Callable[[], str]) -> tuple[bool, str, str]:
+    try:
+        return True, name, fn()
+    except RagError as exc:
+        return False, name, str(exc)
+    except Exception as exc:  # a check must report, never crash the doctor
+        return False, name, f"{type(exc).__name__}: {exc}"
+
+
+def _checks(app: App, fix: bool) -> list[tuple[str, Callable[[], str]]]:
+    def sqlite() -> str:
+        conn = connect(":memory:")
+        sqlite_v, vec_v = versions(conn)
+        conn.execute("CREATE VIRTUAL TABLE t USING fts5(x)")
+        return f"SQLite {sqlite_v}, sqlite-vec {vec_v}, FTS5 available"
+
+    def config() -> str:
+        app.settings
+        where = app.paths.config if app.paths.config.exists() else "defaults (no config file)"
+        return f"{where}; embedder {app.settings.embedder.provider}"
+
+    def schema() -> str:
+        if not app.paths.db.exists():
+            return f"{app.paths.db} does not exist yet; it is created by the first index run"
+        conn = connect(app.paths.db)
+        todo = migrations.pending(conn)
+        if todo and fix:
+            migrations.migrate(conn)
+            return f"applied {', '.join(todo)}"
+        if todo:
+            raise RagError(f"{len(todo)} pending migrations ({', '.join(todo)}). Run `local-rag doctor --fix`.")
+        return f"{app.paths.db} at schema v{migrations.SCHEMA_VERSION}"
+
+    def embedder() -> str:
+        emb = app.embedder
+        if hasattr(emb, "ping"):
+            models = emb.ping()
+            if not any(m.split(":")[0] == emb.model.split(":")[0] for m in models):
+                raise RagError(f"Ollama runs but has no '{emb.model}'. Pull it: `ollama pull {emb.model}`.")
+        vec = emb.embed_query("local-rag doctor")
+        return f"{emb.id} loads and embeds ({len(vec)} dims)"
+
+    def match() -> str:
+        if not app.paths.db.exists():
+            return "no index yet"
+        conn = connect(app.paths.db)
+        if not migrations.applied(conn) or recorded_embedder(conn) is None:
+            return "index has no vectors yet"
+        check_embedder(conn, app.embedder.id, app.embedder.dimensions, str(app.paths.db))
+        return f"index built with {app.embedder.id}"
+
+    return [("sqlite", sqlite), ("config", config), ("schema", schema), ("embedder", embedder),
+            ("index embedder", match)]

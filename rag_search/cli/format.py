@@ -1,0 +1,99 @@
+"""Human-readable terminal output for hits, collections and status; `--json` bypasses all of this."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import click
+
+from rag_search.records import iso_utc
+from rag_search.retrieval import SearchResult
+from rag_search.retrieval.snippets import MARK_CLOSE, MARK_OPEN
+
+_MARKED = re.compile(re.escape(MARK_OPEN) + r"(.+?)" + re.escape(MARK_CLOSE))
+
+
+def echo_json(value: Any) -> None:
+    click.echo(json.dumps(value, ensure_ascii=False, indent=2, default=str))
+
+
+def human_bytes(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} GB"
+
+
+def _bold_marks(text: str) -> str:
+    return _MARKED.sub(lambda m: click.style(m.group(1), bold=True, fg="yellow"), text)
+
+
+def render_hits(result: SearchResult, explain: bool = False) -> str:
+    lines: list[str] = []
+    if explain:
+        lines.append(click.style("explain", dim=True))
+        lines.append(f"  mode: {result.request.mode}   chunks in scope: {result.chunks_in_index}")
+        lines.append(f"  keyword MATCH: {result.keyword_expression or '(no searchable terms)'}")
+        lines.append(f"  vector plan: {result.vector_plan or '(not run)'}")
+        lines.append("  timings ms: " + ", ".join(f"{k} {v}" for k, v in result.timings_ms.items()))
+        lines.append("")
+    if not result.hits:
+        if result.chunks_in_index == 0:
+            lines.append("The index is empty (in this scope). Index a folder first: `local-rag index project NAME PATH`.")
+        else:
+            lines.append("No matches. Try other words, --mode semantic, or fewer filters.")
+        return "\n".join(lines)
+    for n, hit in enumerate(result.hits, start=1):
+        title = click.style(hit.title or hit.key, bold=True)
+        lines.append(f"{n}. {title}  {click.style(hit.collection, fg='cyan')} · {hit.uri}#{hit.chunk_index}")
+        where = []
+        if hit.heading_path:
+            where.append(" > ".join(hit.heading_path))
+        if hit.page is not None:
+            where.append(f"p. {hit.page}")
+        if hit.ts is not None:
+            where.append((iso_utc(hit.ts) or "")[:10])
+        if hit.author:
+            where.append(hit.author)
+        if where:
+            lines.append("   " + click.style(" · ".join(where), dim=True))
+        lines.append("   " + _bold_marks(hit.snippet))
+        if explain:
+            ranks = f"vector #{hit.vector_rank or '-'}  keyword #{hit.keyword_rank or '-'}  fused {hit.score:.5f}"
+            lines.append("   " + click.style(ranks, dim=True))
+        lines.append("")
+    return "\n".join(lines).rstrip()
+
+
+def render_collections(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return "No collections yet. Index a folder: `local-rag index project NAME PATH`."
+    header = f"{'collection':<24} {'kind':<8} {'items':>7} {'chunks':>8} {'failed':>6}  last indexed"
+    lines = [header, "-" * len(header)]
+    for c in rows:
+        lines.append(
+            f"{c['name']:<24} {c['kind']:<8} {c['items']:>7} {c['chunks']:>8} {c['failed']:>6}  {c['last_indexed'] or '-'}"
+        )
+    return "\n".join(lines)
+
+
+def render_status(st: dict[str, Any]) -> str:
+    emb = st["embedder"]
+    lines = [
+        f"index:      {st['db_path']} ({human_bytes(st['db_bytes'])}, schema v{st['schema_version']})",
+        f"embedder:   {emb['id'] + ' (' + str(emb['dimensions']) + ' dims)' if emb else 'none yet (nothing indexed)'}",
+        f"totals:     {st['totals']['collections']} collections, {st['totals']['items']} items, "
+        f"{st['totals']['chunks']} chunks, {st['totals']['failed']} failed",
+        f"last index: {st['last_indexed'] or 'never'}",
+        "",
+        render_collections(st["collections"]),
+    ]
+    if st["recent_failures"]:
+        lines += ["", "recent failures (re-run the index to retry them):"]
+        for f in st["recent_failures"]:
+            lines.append(f"  {f['collection']}: {f['uri']}  [{f['error_kind']}] {f['message']}")
+    return "\n".join(lines)

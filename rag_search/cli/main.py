@@ -1,0 +1,27 @@
+"""The `local-rag` command: search, look after the index, index sources, serve MCP."""
+
+from __future__ import annotations
+
+import click
+
+from rag_search import __version__
+from rag_search.cli import admin
+from rag_search.cli.context import RagGroup
+from rag_search.cli.search_cmd import search
+
+
+@click.group(cls=RagGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="local-rag")
+def cli():
+    """local-rag: private hybrid search over your notes, documents and mail. Nothing leaves this machine.
+
+    Where things live: LOCAL_RAG_HOME (default ~/.local-rag), LOCAL_RAG_CONFIG, LOCAL_RAG_DB,
+    DAGSTER_HOME, OLLAMA_HOST.
+    """
+
+
+cli.add_command(search)
+cli.add_command(admin.collections)
+cli.add_command(admin.status)
+cli.add_command(admin.doctor)
+cli.add_command(admin.reembed)

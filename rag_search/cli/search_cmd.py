@@ -1,0 +1,63 @@
+"""`local-rag search`: parse options → one SearchRequest → print hits. Never imports Dagster."""
+
+from __future__ import annotations
+
+import click
+
+from rag_search.cli.context import App, pass_app
+from rag_search.cli.format import echo_json, render_hits
+from rag_search.errors import QueryError
+from rag_search.retrieval import Filters, SearchEngine, SearchRequest, parse_date
+from rag_search.retrieval.engine import MODES
+
+
+def parse_meta(pairs: tuple[str, ...]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for pair in pairs:
+        if "=" not in pair:
+            raise QueryError(f"--meta takes KEY=VALUE (got '{pair}'), e.g. --meta area=work.")
+        key, value = pair.split("=", 1)
+        out.setdefault(key.strip(), []).append(value.strip())
+    return out
+
+
+@click.command("search")
+@click.argument("query", nargs=-1, required=True)
+@click.option("--collection", "-c", "collections", multiple=True, help="Only this collection (repeatable).")
+@click.option("--type", "source_types", multiple=True, help="Only this source type, e.g. markdown, pdf (repeatable).")
+@click.option("--after", help="On or after this date: YYYY, YYYY-MM, YYYY-MM-DD, ISO time, or 7d/2w/3m/1y.")
+@click.option("--before", help="On or before this date (same forms as --after).")
+@click.option("--no-undated", is_flag=True, help="With --after/--before, also drop items that have no date.")
+@click.option("--from", "author", help="Author or sender contains this text.")
+@click.option("--with", "participants", multiple=True, help="A participant contains this text (repeatable).")
+@click.option("--tag", "tags", multiple=True, help="Has this tag; #a also matches #a/b (repeatable, all must match).")
+@click.option("--path-prefix", help="Path or URI starts with this (absolute, ~, or relative to the source root).")
+@click.option("--meta", "meta", multiple=True, help="Metadata KEY=VALUE (repeatable; same key = any of the values).")
+@click.option("--top", "top_k", type=click.IntRange(1, 200), help="How many hits (default from config, 10).")
+@click.option("--mode", type=click.Choice(MODES), default="hybrid", show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.option("--explain", is_flag=True, help="Show per-retriever ranks, the FTS expression and timings.")
+@pass_app
+def search(app: App, query, collections, source_types, after, before, no_undated, author, participants, tags,
+           path_prefix, meta, top_k, mode, as_json, explain):
+    """Search the index: keyword + semantic, fused (quote "exact phrases"; word* for prefixes)."""
+    filters = Filters(
+        collections=collections, source_types=source_types, date_from=parse_date(after),
+        date_to=parse_date(before, end=True), include_undated=not no_undated, author=author,
+        participants=participants, tags=tags, path_prefix=path_prefix, metadata=parse_meta(meta),
+    )
+    embedder = None if mode == "keyword" else app.embedder
+    engine = SearchEngine(app.store, embedder, app.settings.search)
+    result = engine.search(SearchRequest(" ".join(query), top_k=top_k, mode=mode, filters=filters))
+    if as_json:
+        payload = {"query": result.request.query, "mode": mode, "hits": [h.to_dict() for h in result.hits]}
+        if explain:
+            payload["explain"] = {
+                "keyword_expression": result.keyword_expression,
+                "vector_plan": result.vector_plan,
+                "chunks_in_scope": result.chunks_in_index,
+                "timings_ms": result.timings_ms,
+            }
+        echo_json(payload)
+    else:
+        click.echo(render_hits(result, explain))

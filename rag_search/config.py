@@ -1,0 +1,116 @@
+"""Settings: the declarative config file says *what*, environment variables say *where*.
+
+Read once at the edge (CLI, MCP server, Dagster definitions) and passed down as one object.
+
+Where things live (environment):
+    LOCAL_RAG_HOME     the local-rag home (default ~/.local-rag)
+    LOCAL_RAG_CONFIG   the config file (default $LOCAL_RAG_HOME/config.yaml; absent = defaults)
+    LOCAL_RAG_DB       the index file (default $LOCAL_RAG_HOME/rag.db)
+    DAGSTER_HOME       the Dagster instance (default $LOCAL_RAG_HOME/dagster)
+    OLLAMA_HOST        the Ollama server (default http://127.0.0.1:11434)
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from rag_search.errors import ConfigError
+
+DEFAULT_OLLAMA_HOST = "http://127.0.0.1:11434"
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class EmbedderSettings(_Section):
+    provider: Literal["builtin", "ollama"] = Field(
+        "builtin", description="Which embedder builds the index: 'builtin' (bundled ONNX MiniLM) or 'ollama'."
+    )
+    model: str | None = Field(
+        None, description="Ollama model name (default bge-m3). Ignored by the builtin embedder."
+    )
+    batch_size: int | None = Field(
+        None, ge=1, le=512, description="Texts per embedding call (default: builtin 16, ollama 32)."
+    )
+    timeout_seconds: float = Field(
+        120.0, gt=0, description="Ollama: seconds one batch may take before it is abandoned."
+    )
+    threads: int | None = Field(
+        None, ge=1, description="Builtin: CPU threads for onnxruntime (default: all cores)."
+    )
+
+
+class SearchSettings(_Section):
+    top_k: int = Field(10, ge=1, le=200, description="Hits returned when the caller does not say.")
+    rrf_k: int = Field(60, ge=1, description="Reciprocal Rank Fusion constant k.")
+    vector_weight: float = Field(0.7, ge=0, description="RRF weight of the vector (semantic) retriever.")
+    keyword_weight: float = Field(0.3, ge=0, description="RRF weight of the keyword (BM25) retriever.")
+    candidates: int = Field(
+        50, ge=10, le=1000, description="Candidates each retriever hands to fusion (at least top_k)."
+    )
+
+
+class Settings(_Section):
+    embedder: EmbedderSettings = Field(default_factory=EmbedderSettings, description="The embedder.")
+    search: SearchSettings = Field(default_factory=SearchSettings, description="Search defaults.")
+    collections: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Collections and their sources; validated by rag_pipelines (see config/local-rag.example.yaml).",
+    )
+
+
+@dataclass(frozen=True)
+class Paths:
+    """Where local-rag keeps its files, from the environment."""
+
+    home: Path
+    config: Path
+    db: Path
+    dagster_home: Path
+    ollama_host: str
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None) -> Paths:
+        env = dict(os.environ if env is None else env)
+        home = Path(env.get("LOCAL_RAG_HOME") or "~/.local-rag").expanduser()
+        return cls(
+            home=home,
+            config=Path(env.get("LOCAL_RAG_CONFIG") or home / "config.yaml").expanduser(),
+            db=Path(env.get("LOCAL_RAG_DB") or home / "rag.db").expanduser(),
+            dagster_home=Path(env.get("DAGSTER_HOME") or home / "dagster").expanduser(),
+            ollama_host=env.get("OLLAMA_HOST") or DEFAULT_OLLAMA_HOST,
+        )
+
+
+def load_settings(path: Path | None = None) -> Settings:
+    """Read and validate a config file; a missing file means all defaults."""
+    path = path or Paths.from_env().config
+    if not path.exists():
+        return Settings()
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML ({exc}). Fix the file or remove it to use defaults.") from exc
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping (embedder:, search:, collections:).")
+    try:
+        return Settings.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(describe_validation_error(path, exc)) from exc
+
+
+def describe_validation_error(path: Path, exc: ValidationError) -> str:
+    """One line per problem, naming the file and the dotted field."""
+    lines = [f"{path}: invalid configuration"]
+    for err in exc.errors():
+        where = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        lines.append(f"  {where}: {err['msg']}")
+    lines.append("Fix these fields; config/local-rag.example.yaml documents every setting.")
+    return "\n".join(lines)

@@ -1,0 +1,45 @@
+"""The Embedder protocol every provider implements, and the helpers they share."""
+
+from __future__ import annotations
+
+from typing import Callable, Protocol, Sequence, runtime_checkable
+
+import numpy as np
+
+Progress = Callable[[int], None]  # called with how many more texts are done
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns texts into L2-normalised float32 vectors of a fixed dimension."""
+
+    @property
+    def id(self) -> str:
+        """Stable identity of model + preprocessing; recorded in the index and the embedding cache."""
+
+    @property
+    def dimensions(self) -> int: ...
+
+    @property
+    def max_input_tokens(self) -> int:
+        """Tokens the model reads; text beyond is cut, so chunks must stay below it."""
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of a text as this model counts them (an upper estimate where no tokenizer is local)."""
+
+    def embed_documents(self, texts: Sequence[str], progress: Progress | None = None) -> np.ndarray:
+        """Vectors for texts to be stored: shape (len(texts), dimensions)."""
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """The vector of one search query: shape (dimensions,)."""
+
+
+def l2_normalise(matrix: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return (matrix / norms).astype(np.float32, copy=False)
+
+
+def batched(items: Sequence, size: int):
+    for start in range(0, len(items), size):
+        yield start, items[start : start + size]

@@ -1,0 +1,41 @@
+"""Re-embedding: switch the index to another embedder from the stored chunks, without re-reading sources.
+
+New vectors go through the embedding cache batch by batch (an interrupted run resumes where it
+stopped); the switch itself — new vector table, new recorded embedder — is one transaction, so
+searches see either the old index or the new one, never a mix.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from rag_search.embedders.base import Embedder, Progress
+from rag_search.embedders.cached import embed_texts
+from rag_search.store import Store, vectors
+from rag_search.store.vectors import from_blob
+
+BATCH = 256
+
+
+def reembed(store: Store, embedder: Embedder, progress: Progress | None = None,
+            total: Callable[[int], None] | None = None) -> dict[str, int]:
+    """Embed every distinct chunk text with `embedder` and make it the index's embedder."""
+    rows = store.conn.execute("SELECT DISTINCT text FROM chunks").fetchall()
+    texts = [r[0] for r in rows]
+    if total:
+        total(len(texts))
+    embedded = 0
+    for start in range(0, len(texts), BATCH):
+        _, fresh = embed_texts(store, embedder, texts[start : start + BATCH], progress)
+        embedded += fresh
+    with store.transaction() as conn:
+        vectors.drop_vector_table(conn)
+        vectors.create_vector_table(conn, embedder.dimensions)
+        vectors.record_embedder(conn, embedder.id, embedder.dimensions)
+        rows = conn.execute(
+            "SELECT c.id, c.collection_id, e.vector FROM chunks c JOIN embedding_cache e "
+            "ON e.embedder_id = ? AND e.text_hash = c.content_hash",
+            (embedder.id,),
+        ).fetchall()
+        vectors.insert_vectors(conn, ((cid, coll, from_blob(v)) for cid, coll, v in rows))
+    return {"texts": len(texts), "embedded": embedded, "reused": len(texts) - embedded, "vectors": len(rows)}

@@ -1,0 +1,55 @@
+"""The one error hierarchy of local-rag; every message says what to do next.
+
+    RagError
+    ├── ConfigError          a setting or config file is wrong (names file, section, field)
+    ├── StoreError           rag.db cannot be opened, migrated or written
+    │   └── ExtensionError   sqlite-vec cannot be loaded into SQLite
+    ├── EmbedderError        an embedder cannot load or answer
+    │   ├── EmbedderUnavailable   e.g. Ollama not running, model not pulled
+    │   └── EmbedderMismatch      the index was built with another embedder
+    ├── QueryError           a search request is invalid (bad date, unknown collection, ...)
+    └── NotFound             an item or collection asked for does not exist
+
+Errors are translated only at the edges: the CLI prints the message and exits non-zero,
+the MCP server returns it as a tool error, the pipelines record it on the item.
+"""
+
+from __future__ import annotations
+
+
+class RagError(Exception):
+    """Base of every error local-rag raises on purpose."""
+
+    exit_code = 1
+
+
+class ConfigError(RagError):
+    exit_code = 2
+
+
+class StoreError(RagError):
+    exit_code = 3
+
+
+class ExtensionError(StoreError):
+    pass
+
+
+class EmbedderError(RagError):
+    exit_code = 4
+
+
+class EmbedderUnavailable(EmbedderError):
+    pass
+
+
+class EmbedderMismatch(EmbedderError):
+    pass
+
+
+class QueryError(RagError):
+    exit_code = 2
+
+
+class NotFound(RagError):
+    exit_code = 5

@@ -1,0 +1,134 @@
+"""Record types shared by the pipelines and the search side: item → document → chunk → hit."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+
+def text_hash(text: str) -> str:
+    """Content identity of a text: what the embedding cache and chunk rows are keyed by."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    """How an item on disk is recognised as unchanged: size + mtime fast path, sha256 to be sure."""
+
+    size: int
+    mtime_ns: int
+    sha256: str
+
+
+@dataclass(frozen=True)
+class ItemRef:
+    """One indexable unit (a file, a message) of a collection."""
+
+    collection: str
+    key: str  # stable within the collection; the Dagster partition key
+    uri: str  # absolute path or URI, what a user can open
+    source_type: str  # markdown, pdf, docx, email, ...
+
+
+@dataclass(frozen=True)
+class Section:
+    """A stretch of a document's text under one heading path (or on one page)."""
+
+    text: str
+    heading_path: tuple[str, ...] = ()
+    page: int | None = None
+
+
+@dataclass(frozen=True)
+class Document:
+    """A parsed item: its text in sections plus what is known about it."""
+
+    title: str
+    sections: tuple[Section, ...]
+    ts: int | None = None  # unix seconds, UTC
+    author: str | None = None
+    participants: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+    metadata: dict[str, Any] = field(default_factory=dict)
+    links: tuple[str, ...] = ()  # targets of links to other items (e.g. wikilinks)
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """A piece of a document small enough for the embedder's input window."""
+
+    index: int
+    text: str
+    title: str = ""
+    heading_path: tuple[str, ...] = ()
+    page: int | None = None
+    ts: int | None = None
+    author: str | None = None
+    participants: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def content_hash(self) -> str:
+        return text_hash(self.text)
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One search result: a chunk with where it came from and why it ranked."""
+
+    chunk_id: int
+    item_id: int
+    collection: str
+    source_type: str
+    key: str
+    uri: str
+    title: str
+    text: str
+    snippet: str
+    chunk_index: int
+    heading_path: tuple[str, ...]
+    page: int | None
+    ts: int | None
+    author: str | None
+    tags: tuple[str, ...]
+    metadata: dict[str, Any]
+    score: float
+    vector_rank: int | None = None
+    keyword_rank: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "chunk_id": self.chunk_id,
+            "collection": self.collection,
+            "source_type": self.source_type,
+            "key": self.key,
+            "uri": self.uri,
+            "title": self.title,
+            "chunk_index": self.chunk_index,
+            "heading_path": list(self.heading_path),
+            "page": self.page,
+            "timestamp": iso_utc(self.ts),
+            "author": self.author,
+            "tags": list(self.tags),
+            "metadata": self.metadata,
+            "score": round(self.score, 6),
+            "vector_rank": self.vector_rank,
+            "keyword_rank": self.keyword_rank,
+            "snippet": self.snippet,
+            "text": self.text,
+        }
+
+
+def iso_utc(ts: int | None) -> str | None:
+    if ts is None:
+        return None
+    return datetime.fromtimestamp(ts, tz=timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+def dumps(value: Any) -> str:
+    """Compact, stable JSON for columns."""
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"), default=str)

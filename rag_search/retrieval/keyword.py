@@ -1,0 +1,75 @@
+"""Keyword retrieval: user text → a safe FTS5 expression, and the BM25 query with filters inside.
+
+User text never reaches MATCH raw. Words become quoted terms joined with OR (natural-language
+queries need OR; FTS5's bare-word default is AND); stopwords are dropped when other words remain.
+Quoted "exact phrases" stay phrases; identifiers such as kube-proxy, snake_case_name or
+INV-2024-0042 become phrases of their parts, so they match only in sequence; a trailing * asks
+for a prefix.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from rag_search.retrieval.filters import SqlFilter
+
+STOPWORDS = frozenset(
+    """a about above after again against all am an and any are as at be because been before being below
+    between both but by can could did do does doing down during each few for from further had has have
+    having he her here hers herself him himself his how i if in into is it its itself just me more most my
+    myself no nor not now of off on once only or other our ours ourselves out over own same she should so
+    some such than that the their theirs them themselves then there these they this those through to too
+    under until up very was we were what when where which while who whom why will with would you your yours
+    yourself yourselves""".split()
+)
+
+_PHRASE = re.compile(r'"([^"]*)"')
+_EDGE_PUNCT = "\"'`.,;:!?()[]{}<>«»“”‘’"
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+@dataclass(frozen=True)
+class Term:
+    text: str  # the words of the term, space-joined, lower-case
+    phrase: bool = False  # several words that must appear in order
+    prefix: bool = False
+
+    def fts(self) -> str:
+        quoted = '"' + self.text.replace('"', '""') + '"'
+        return quoted + ("*" if self.prefix else "")
+
+
+def parse_terms(query: str) -> list[Term]:
+    """The searchable terms of a user query, stopwords dropped unless nothing else is left."""
+    terms: list[Term] = []
+    for phrase in _PHRASE.findall(query):
+        words = _WORD.findall(phrase.lower())
+        if words:
+            terms.append(Term(" ".join(words), phrase=len(words) > 1))
+    rest = _PHRASE.sub(" ", query)
+    for raw in rest.split():
+        token = raw.strip(_EDGE_PUNCT)
+        prefix = token.endswith("*")
+        words = _WORD.findall(token.rstrip("*").lower())
+        if not words:
+            continue
+        terms.append(Term(" ".join(words), phrase=len(words) > 1, prefix=prefix))
+    meaningful = [t for t in terms if t.phrase or t.prefix or t.text not in STOPWORDS]
+    return list(dict.fromkeys(meaningful or terms))
+
+
+def match_expression(terms: list[Term]) -> str | None:
+    if not terms:
+        return None
+    return " OR ".join(t.fts() for t in terms)
+
+
+def keyword_sql(where: SqlFilter) -> str:
+    """Chunk ids by BM25 (title weighted 2x, set as the table's rank) for `MATCH ?` and the filters."""
+    joins = "" if where.empty else " JOIN chunks c ON c.id = chunks_fts.rowid JOIN items i ON i.id = c.item_id"
+    cond = "" if where.empty else f" AND {where.sql}"
+    return (
+        f"SELECT chunks_fts.rowid, chunks_fts.rank FROM chunks_fts{joins} "
+        f"WHERE chunks_fts MATCH ?{cond} ORDER BY chunks_fts.rank LIMIT ?"
+    )

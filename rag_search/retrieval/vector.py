@@ -1,0 +1,69 @@
+"""Vector retrieval with sqlite-vec: exact float KNN on small scopes, binary KNN + float rescoring on large.
+
+Filters run inside the KNN: a collection filter selects vec0 partitions; every other filter becomes a
+`chunk_id IN (SELECT ...)` constraint that vec0 applies while it scans, so a filtered search finds
+matches that lie far outside the unfiltered top-k.
+
+Exact float KNN over 100k x 384 takes ~100 ms here; Hamming KNN over the sign bits takes a fraction
+of that, and rescoring a few hundred candidates with their float vectors restores the ranking.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from rag_search.retrieval.filters import SqlFilter
+from rag_search.store.vectors import as_blob, fetch_vectors
+
+EXACT_SCOPE_LIMIT = 20_000  # up to this many chunks in scope, KNN is exact over float vectors
+COARSE_FACTOR = 4  # binary candidates per wanted result, before rescoring
+COARSE_MIN = 100
+
+
+@dataclass(frozen=True)
+class VectorPlan:
+    sql: str
+    params: tuple[Any, ...]
+    exact: bool
+    k: int
+
+
+def plan(query: np.ndarray, limit: int, scope_size: int, collection_ids: tuple[int, ...], rest: SqlFilter) -> VectorPlan:
+    """The KNN statement for a query vector: which column, how many neighbours, which constraints."""
+    exact = scope_size <= EXACT_SCOPE_LIMIT
+    k = limit if exact else max(limit * COARSE_FACTOR, COARSE_MIN)
+    blob = as_blob(query)
+    if exact:
+        match, params = "v.embedding MATCH ?", [blob]
+    else:
+        match, params = "v.embedding_bits MATCH vec_quantize_binary(?)", [blob]
+    parts = [match, "k = ?"]
+    params.append(k)
+    if collection_ids:
+        parts.append(f"v.collection_id IN ({','.join('?' * len(collection_ids))})")
+        params.extend(collection_ids)
+    if not rest.empty:
+        parts.append(
+            f"v.chunk_id IN (SELECT c.id FROM chunks c JOIN items i ON i.id = c.item_id WHERE {rest.sql})"
+        )
+        params.extend(rest.params)
+    sql = f"SELECT v.chunk_id, v.distance FROM chunk_vec v WHERE {' AND '.join(parts)}"
+    return VectorPlan(sql, tuple(params), exact, k)
+
+
+def run(conn: Any, query: np.ndarray, vplan: VectorPlan, limit: int) -> list[tuple[int, float]]:
+    """(chunk_id, cosine distance) nearest first, at most `limit`."""
+    rows = conn.execute(vplan.sql, vplan.params).fetchall()
+    if vplan.exact:
+        rows.sort(key=lambda r: r[1])  # several partitions each return their own k
+        return [(int(cid), float(d)) for cid, d in rows[:limit]]
+    candidates = fetch_vectors(conn, [cid for cid, _ in rows])
+    if not candidates:
+        return []
+    ids = list(candidates)
+    sims = np.stack([candidates[i] for i in ids]) @ query.astype(np.float32)
+    best = np.argsort(-sims)[:limit]
+    return [(ids[j], float(1.0 - sims[j])) for j in best]

@@ -1,0 +1,79 @@
+"""Opening rag.db: a SQLite driver that can load extensions, sqlite-vec loaded, WAL, sane pragmas."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from rag_search.errors import ExtensionError, StoreError
+
+BUSY_TIMEOUT_MS = 30_000
+
+_FIX = (
+    "Install a SQLite driver that can load extensions: `pip install sqlean.py sqlite-vec` "
+    "(the stdlib sqlite3 of many Python builds, including macOS system Python, cannot). "
+    "Then run `local-rag doctor`."
+)
+
+
+def sqlite_driver() -> ModuleType:
+    """sqlean.py (sqlite3 with extension loading) or, failing that, a stdlib sqlite3 that can load them."""
+    try:
+        return importlib.import_module("sqlean")
+    except ImportError:
+        pass
+    import sqlite3
+
+    if hasattr(sqlite3.Connection, "enable_load_extension"):
+        return sqlite3
+    raise ExtensionError(f"No SQLite driver here can load the sqlite-vec extension. {_FIX}")
+
+
+def connect(path: Path | str, *, readonly: bool = False) -> Any:
+    """A connection with sqlite-vec loaded, WAL journal, foreign keys on; transactions are explicit."""
+    driver = sqlite_driver()
+    target = str(path)
+    if target != ":memory:":
+        p = Path(target)
+        if readonly:
+            if not p.exists():
+                raise StoreError(f"No index at {p}. Index something first: `local-rag index ...`.")
+            target = f"file:{p.resolve().as_posix()}?mode=ro"
+        else:
+            p.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        conn = driver.connect(
+            target, uri=readonly, timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False, isolation_level=None
+        )
+    except driver.Error as exc:
+        raise StoreError(f"Cannot open the index at {path}: {exc}. Check the path and its permissions.") from exc
+    _load_vec(conn)
+    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    conn.execute("PRAGMA foreign_keys = ON")
+    if not readonly and target != ":memory:":
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+    conn.execute("PRAGMA temp_store = MEMORY")
+    conn.execute("PRAGMA cache_size = -65536")  # 64 MiB page cache
+    conn.execute("PRAGMA mmap_size = 268435456")
+    return conn
+
+
+def _load_vec(conn: Any) -> None:
+    try:
+        import sqlite_vec
+    except ImportError as exc:
+        raise ExtensionError(f"The sqlite-vec package is not installed. {_FIX}") from exc
+    try:
+        conn.enable_load_extension(True)
+        sqlite_vec.load(conn)
+        conn.enable_load_extension(False)
+    except Exception as exc:  # driver-specific error types
+        raise ExtensionError(f"sqlite-vec failed to load into SQLite: {exc}. {_FIX}") from exc
+
+
+def versions(conn: Any) -> tuple[str, str]:
+    """(SQLite version, sqlite-vec version) of a connection."""
+    return conn.execute("SELECT sqlite_version(), vec_version()").fetchone()

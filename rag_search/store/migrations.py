@@ -1,0 +1,149 @@
+"""The schema of rag.db as ordered, named migrations; the only DDL in the project.
+
+The vector table is not a migration: its dimension comes from the embedder, so it is created when
+an embedder is first bound to the index (see `rag_search.store.vectors`).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+MIGRATIONS: list[tuple[str, str]] = [
+    (
+        "0001_core_tables",
+        """
+        CREATE TABLE meta (
+            key   TEXT PRIMARY KEY,
+            value TEXT NOT NULL
+        );
+        CREATE TABLE collections (
+            id          INTEGER PRIMARY KEY,
+            name        TEXT NOT NULL UNIQUE,
+            kind        TEXT NOT NULL DEFAULT 'project' CHECK (kind IN ('system', 'project')),
+            description TEXT NOT NULL DEFAULT '',
+            created_at  TEXT NOT NULL
+        );
+        CREATE TABLE items (
+            id            INTEGER PRIMARY KEY,
+            collection_id INTEGER NOT NULL REFERENCES collections(id) ON DELETE CASCADE,
+            source_type   TEXT NOT NULL,
+            key           TEXT NOT NULL,
+            uri           TEXT NOT NULL,
+            title         TEXT NOT NULL DEFAULT '',
+            size          INTEGER,
+            mtime_ns      INTEGER,
+            sha256        TEXT,
+            status        TEXT NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'indexed', 'failed')),
+            error_kind    TEXT,
+            error         TEXT,
+            failed_at     TEXT,
+            indexed_at    TEXT,
+            UNIQUE (collection_id, key)
+        );
+        CREATE INDEX items_by_status ON items(status, collection_id);
+        CREATE INDEX items_by_uri ON items(uri);
+        CREATE TABLE chunks (
+            id            INTEGER PRIMARY KEY,
+            item_id       INTEGER NOT NULL REFERENCES items(id) ON DELETE CASCADE,
+            collection_id INTEGER NOT NULL,
+            idx           INTEGER NOT NULL,
+            title         TEXT NOT NULL DEFAULT '',
+            text          TEXT NOT NULL,
+            heading_path  TEXT NOT NULL DEFAULT '[]',
+            page          INTEGER,
+            ts            INTEGER,
+            author        TEXT,
+            participants  TEXT NOT NULL DEFAULT '[]',
+            tags          TEXT NOT NULL DEFAULT '[]',
+            metadata      TEXT NOT NULL DEFAULT '{}',
+            content_hash  TEXT NOT NULL,
+            UNIQUE (item_id, idx)
+        );
+        CREATE INDEX chunks_by_collection_ts ON chunks(collection_id, ts);
+        CREATE INDEX chunks_by_ts ON chunks(ts);
+        -- Filterable values of a chunk, one row each: tag, participant, meta.<key>.
+        CREATE TABLE chunk_facets (
+            chunk_id INTEGER NOT NULL REFERENCES chunks(id) ON DELETE CASCADE,
+            name     TEXT NOT NULL,
+            value    TEXT NOT NULL
+        );
+        CREATE INDEX chunk_facets_by_value ON chunk_facets(name, value, chunk_id);
+        CREATE INDEX chunk_facets_by_chunk ON chunk_facets(chunk_id);
+        CREATE TABLE embedding_cache (
+            embedder_id TEXT NOT NULL,
+            text_hash   TEXT NOT NULL,
+            vector      BLOB NOT NULL,
+            PRIMARY KEY (embedder_id, text_hash)
+        ) WITHOUT ROWID;
+        """,
+    ),
+    (
+        "0002_chunks_fts",
+        """
+        CREATE VIRTUAL TABLE chunks_fts USING fts5(
+            title, text, content='chunks', content_rowid='id', tokenize='porter unicode61'
+        );
+        INSERT INTO chunks_fts(chunks_fts, rank) VALUES ('rank', 'bm25(2.0, 1.0)');
+        CREATE TRIGGER chunks_fts_insert AFTER INSERT ON chunks BEGIN
+            INSERT INTO chunks_fts(rowid, title, text) VALUES (new.id, new.title, new.text);
+        END;
+        CREATE TRIGGER chunks_fts_delete AFTER DELETE ON chunks BEGIN
+            INSERT INTO chunks_fts(chunks_fts, rowid, title, text) VALUES ('delete', old.id, old.title, old.text);
+        END;
+        CREATE TRIGGER chunks_fts_update AFTER UPDATE OF title, text ON chunks BEGIN
+            INSERT INTO chunks_fts(chunks_fts, rowid, title, text) VALUES ('delete', old.id, old.title, old.text);
+            INSERT INTO chunks_fts(rowid, title, text) VALUES (new.id, new.title, new.text);
+        END;
+        """,
+    ),
+    (
+        "0003_item_links",
+        """
+        -- Links between items (wikilinks, replies): target is the raw link text, resolved at query time.
+        CREATE TABLE item_links (
+            item_id INTEGER NOT NULL REFERENCES items(id) ON DELETE CASCADE,
+            target  TEXT NOT NULL
+        );
+        CREATE INDEX item_links_by_item ON item_links(item_id);
+        CREATE INDEX item_links_by_target ON item_links(target COLLATE NOCASE);
+        """,
+    ),
+]
+
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def applied(conn: Any) -> list[str]:
+    exists = conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='migrations'").fetchone()
+    if not exists:
+        return []
+    return [r[0] for r in conn.execute("SELECT name FROM migrations ORDER BY id")]
+
+
+def pending(conn: Any) -> list[str]:
+    done = set(applied(conn))
+    return [name for name, _ in MIGRATIONS if name not in done]
+
+
+def migrate(conn: Any) -> list[str]:
+    """Apply every pending migration, each in its own transaction; returns the names applied."""
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS migrations (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, applied_at TEXT NOT NULL)"
+    )
+    conn.commit()
+    done = set(applied(conn))
+    ran = []
+    for name, sql in MIGRATIONS:
+        if name in done:
+            continue
+        now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        script = f"BEGIN;\n{sql}\nINSERT INTO migrations(name, applied_at) VALUES ('{name}', '{now}');\n"
+        script += f"INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', '{len(done) + len(ran) + 1}');\nCOMMIT;"
+        try:
+            conn.executescript(script)
+        except Exception:
+            conn.rollback()
+            raise
+        ran.append(name)
+    return ran

@@ -1,0 +1,97 @@
+"""The vector table (sqlite-vec vec0) and the embedder identity recorded in the index.
+
+chunk_vec holds, per chunk, the float vector (exact distances, rescoring) and its binary
+quantisation (fast coarse KNN over large indexes). It is partitioned by collection so a search
+in one collection scans only that collection's vectors.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from rag_search.errors import EmbedderMismatch
+
+REEMBED_HINT = "local-rag reembed"
+
+
+def as_blob(vector: np.ndarray) -> bytes:
+    return np.ascontiguousarray(vector, dtype=np.float32).tobytes()
+
+
+def from_blob(blob: bytes) -> np.ndarray:
+    return np.frombuffer(blob, dtype=np.float32)
+
+
+def create_vector_table(conn: Any, dims: int) -> None:
+    conn.execute(
+        f"""CREATE VIRTUAL TABLE chunk_vec USING vec0(
+            chunk_id integer primary key,
+            collection_id integer partition key,
+            embedding float[{dims}] distance_metric=cosine,
+            embedding_bits bit[{dims}]
+        )"""
+    )
+    conn.execute(
+        """CREATE TRIGGER chunks_vec_delete AFTER DELETE ON chunks BEGIN
+            DELETE FROM chunk_vec WHERE chunk_id = old.id;
+        END"""
+    )
+
+
+def drop_vector_table(conn: Any) -> None:
+    conn.execute("DROP TRIGGER IF EXISTS chunks_vec_delete")
+    conn.execute("DROP TABLE IF EXISTS chunk_vec")
+
+
+def has_vector_table(conn: Any) -> bool:
+    row = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'chunk_vec'").fetchone()
+    return row is not None
+
+
+def recorded_embedder(conn: Any) -> tuple[str, int] | None:
+    rows = dict(conn.execute("SELECT key, value FROM meta WHERE key IN ('embedder_id', 'dimensions')").fetchall())
+    if "embedder_id" not in rows:
+        return None
+    return rows["embedder_id"], int(rows["dimensions"])
+
+
+def record_embedder(conn: Any, embedder_id: str, dims: int) -> None:
+    conn.executemany(
+        "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
+        [("embedder_id", embedder_id), ("dimensions", str(dims))],
+    )
+
+
+def check_embedder(conn: Any, embedder_id: str, dims: int, db_path: str) -> None:
+    """Refuse an embedder other than the one the index was built with."""
+    recorded = recorded_embedder(conn)
+    if recorded is None or recorded == (embedder_id, dims):
+        return
+    was_id, was_dims = recorded
+    raise EmbedderMismatch(
+        f"The index at {db_path} was built with embedder '{was_id}' ({was_dims} dims), but the configured "
+        f"embedder is '{embedder_id}' ({dims} dims). Vectors of different models cannot be mixed. "
+        f"Either run `{REEMBED_HINT}` to re-embed the stored chunks with the configured embedder "
+        f"(sources are not re-read), or set the config's embedder back to the one the index was built with."
+    )
+
+
+def insert_vectors(conn: Any, rows: Iterable[tuple[int, int, np.ndarray]]) -> None:
+    """rows: (chunk_id, collection_id, vector)."""
+    conn.executemany(
+        "INSERT INTO chunk_vec(chunk_id, collection_id, embedding, embedding_bits) "
+        "VALUES (?, ?, ?, vec_quantize_binary(?))",
+        ((cid, coll, blob, blob) for cid, coll, blob in ((c, k, as_blob(v)) for c, k, v in rows)),
+    )
+
+
+def fetch_vectors(conn: Any, chunk_ids: Sequence[int]) -> dict[int, np.ndarray]:
+    """Float vectors of some chunks, by point lookups (fast for a few hundred ids)."""
+    out = {}
+    for cid in chunk_ids:
+        row = conn.execute("SELECT embedding FROM chunk_vec WHERE chunk_id = ?", (cid,)).fetchone()
+        if row is not None:
+            out[cid] = from_blob(row[0])
+    return out

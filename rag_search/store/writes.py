@@ -1,0 +1,145 @@
+"""Every write to rag.db: collections, one item's chunks and vectors in one transaction, failures, deletes."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from rag_search.errors import StoreError
+from rag_search.records import Chunk, Fingerprint, ItemRef, dumps
+from rag_search.store import vectors
+from rag_search.store.database import Store
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def ensure_collection(store: Store, name: str, kind: str = "project", description: str = "") -> int:
+    """Create the collection if it is new; update kind/description if given. Returns its id."""
+    with store.transaction() as conn:
+        conn.execute(
+            "INSERT INTO collections(name, kind, description, created_at) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT(name) DO UPDATE SET kind = excluded.kind, "
+            "description = CASE WHEN excluded.description = '' THEN description ELSE excluded.description END",
+            (name, kind, description, now_iso()),
+        )
+    return store.collection_id(name)
+
+
+def delete_collection(store: Store, name: str) -> int:
+    """Remove a collection with its items, chunks, FTS rows and vectors. Returns the items removed."""
+    coll_id = store.collection_id(name)
+    with store.transaction() as conn:
+        (n_items,) = conn.execute("SELECT count(*) FROM items WHERE collection_id = ?", (coll_id,)).fetchone()
+        conn.execute("DELETE FROM chunks WHERE collection_id = ?", (coll_id,))
+        conn.execute("DELETE FROM collections WHERE id = ?", (coll_id,))
+    store.forget_collection(name)
+    return n_items
+
+
+def replace_item(
+    store: Store,
+    ref: ItemRef,
+    fingerprint: Fingerprint | None,
+    title: str,
+    chunks: Sequence[Chunk],
+    vecs: np.ndarray,
+    links: Iterable[str] = (),
+) -> int:
+    """Replace one item's chunks, facets, links and vectors in one transaction; mark it indexed."""
+    if len(chunks) != len(vecs):
+        raise StoreError(f"{ref.uri}: {len(chunks)} chunks but {len(vecs)} vectors; nothing was written.")
+    if len(chunks) and store.embedder is None:
+        raise StoreError("No embedder is bound to this index; call Store.bind_embedder first.")
+    coll_id = store.collection_id(ref.collection)
+    with store.transaction() as conn:
+        item_id = _upsert_item(conn, coll_id, ref, fingerprint, title, status="indexed")
+        conn.execute("DELETE FROM chunks WHERE item_id = ?", (item_id,))
+        conn.execute("DELETE FROM item_links WHERE item_id = ?", (item_id,))
+        chunk_ids = [_insert_chunk(conn, item_id, coll_id, ch) for ch in chunks]
+        vectors.insert_vectors(conn, zip(chunk_ids, [coll_id] * len(chunk_ids), vecs))
+        conn.executemany(
+            "INSERT INTO item_links(item_id, target) VALUES (?, ?)", [(item_id, t) for t in dict.fromkeys(links)]
+        )
+    return item_id
+
+
+def _upsert_item(
+    conn: Any, coll_id: int, ref: ItemRef, fp: Fingerprint | None, title: str, status: str
+) -> int:
+    size, mtime, sha = (fp.size, fp.mtime_ns, fp.sha256) if fp else (None, None, None)
+    indexed_at = now_iso() if status == "indexed" else None
+    row = conn.execute(
+        "INSERT INTO items(collection_id, source_type, key, uri, title, size, mtime_ns, sha256, status, "
+        "error_kind, error, failed_at, indexed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL, NULL, ?) "
+        "ON CONFLICT(collection_id, key) DO UPDATE SET source_type = excluded.source_type, uri = excluded.uri, "
+        "title = excluded.title, size = excluded.size, mtime_ns = excluded.mtime_ns, sha256 = excluded.sha256, "
+        "status = excluded.status, error_kind = NULL, error = NULL, failed_at = NULL, "
+        "indexed_at = COALESCE(excluded.indexed_at, indexed_at) RETURNING id",
+        (coll_id, ref.source_type, ref.key, ref.uri, title, size, mtime, sha, status, indexed_at),
+    ).fetchone()
+    return row[0]
+
+
+def _insert_chunk(conn: Any, item_id: int, coll_id: int, ch: Chunk) -> int:
+    (chunk_id,) = conn.execute(
+        "INSERT INTO chunks(item_id, collection_id, idx, title, text, heading_path, page, ts, author, "
+        "participants, tags, metadata, content_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+        (
+            item_id, coll_id, ch.index, ch.title, ch.text, dumps(list(ch.heading_path)), ch.page, ch.ts,
+            ch.author, dumps(list(ch.participants)), dumps(list(ch.tags)), dumps(ch.metadata), ch.content_hash,
+        ),
+    ).fetchone()
+    conn.executemany(
+        "INSERT INTO chunk_facets(chunk_id, name, value) VALUES (?, ?, ?)",
+        [(chunk_id, name, value) for name, value in facets(ch)],
+    )
+    return chunk_id
+
+
+def facets(ch: Chunk) -> list[tuple[str, str]]:
+    """The filterable values of a chunk: tags (lower-cased), participants, and scalar metadata."""
+    out = {("tag", t.lstrip("#").lower()) for t in ch.tags if t.strip("#")}
+    out |= {("participant", p) for p in ch.participants if p}
+    for key, value in ch.metadata.items():
+        for v in value if isinstance(value, (list, tuple)) else [value]:
+            if isinstance(v, (str, int, float, bool)) and str(v) != "":
+                out.add((f"meta.{key}", str(v).lower() if isinstance(v, bool) else str(v)))
+    return sorted(out)
+
+
+def mark_failed(
+    store: Store, ref: ItemRef, error_kind: str, message: str, fingerprint: Fingerprint | None = None
+) -> int:
+    """Record that an item could not be indexed; its previous chunks (if any) stay searchable."""
+    coll_id = store.collection_id(ref.collection)
+    with store.transaction() as conn:
+        row = conn.execute(
+            "INSERT INTO items(collection_id, source_type, key, uri, status, error_kind, error, failed_at, "
+            "size, mtime_ns, sha256) VALUES (?, ?, ?, ?, 'failed', ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT(collection_id, key) DO UPDATE SET status = 'failed', error_kind = excluded.error_kind, "
+            "error = excluded.error, failed_at = excluded.failed_at, uri = excluded.uri RETURNING id",
+            (
+                coll_id, ref.source_type, ref.key, ref.uri, error_kind, message, now_iso(),
+                *((fingerprint.size, fingerprint.mtime_ns, fingerprint.sha256) if fingerprint else (None,) * 3),
+            ),
+        ).fetchone()
+    return row[0]
+
+
+def delete_items(store: Store, collection: str, keys: Sequence[str]) -> int:
+    """Remove items by key with their chunks, FTS rows and vectors. Returns how many existed."""
+    coll_id = store.collection_id(collection)
+    removed = 0
+    with store.transaction() as conn:
+        for key in keys:
+            row = conn.execute("SELECT id FROM items WHERE collection_id = ? AND key = ?", (coll_id, key)).fetchone()
+            if row is None:
+                continue
+            conn.execute("DELETE FROM chunks WHERE item_id = ?", (row[0],))
+            conn.execute("DELETE FROM items WHERE id = ?", (row[0],))
+            removed += 1
+    return removed
