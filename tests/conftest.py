@@ -1,0 +1,55 @@
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from fakes import HashEmbedder  # noqa: E402
+
+from rag_search.indexing import ParsedItem, write_items  # noqa: E402
+from rag_search.records import Chunk, Fingerprint, ItemRef  # noqa: E402
+from rag_search.store import Store, writes  # noqa: E402
+from rag_search.store.connection import connect, versions  # noqa: E402
+
+
+def pytest_report_header(config):
+    sqlite_v, vec_v = versions(connect(":memory:"))
+    return f"SQLite {sqlite_v}, sqlite-vec {vec_v}"
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = Store.open(tmp_path / "rag.db")
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def fake_embedder():
+    return HashEmbedder()
+
+
+@pytest.fixture(scope="session")
+def builtin_embedder():
+    from rag_search.embedders.builtin import BuiltinEmbedder
+
+    return BuiltinEmbedder()
+
+
+def add_doc(store, embedder, collection, key, text, *, source_type="markdown", title=None, **fields):
+    """Index one single-chunk item (the collection is created if new)."""
+    writes.ensure_collection(store, collection)
+    ref = ItemRef(collection, key, f"/data/{collection}/{key}", source_type)
+    chunk = Chunk(index=0, text=text, title=title or key, **fields)
+    write_items(store, embedder, [ParsedItem(ref, Fingerprint(len(text), 1, "x"), title or key, [chunk])])
+
+
+@pytest.fixture
+def add(store, fake_embedder):
+    def _add(collection, key, text, **kw):
+        add_doc(store, fake_embedder, collection, key, text, **kw)
+
+    return _add

@@ -1,0 +1,79 @@
+"""FTS5 query safety, identifier and phrase matching, and Reciprocal Rank Fusion."""
+
+from __future__ import annotations
+
+import pytest
+
+from rag_search.retrieval import SearchEngine, SearchRequest
+from rag_search.retrieval.fusion import rrf
+from rag_search.retrieval.keyword import match_expression, parse_terms
+
+HOSTILE = [
+    '"', '""', "'", "*", "(", ")", "a AND", "OR OR", "NOT", "NEAR(a b)", "title:secret", "^start", "-minus",
+    "a + b", "col:val*", '"unterminated phrase', "{a b}", "a\x00b", "🙂 emoji", "über straße", "%_%", ";", "--",
+    "DROP TABLE chunks;", "a:b:c", "[x]", "\\", "AND", "x" * 5000,
+]
+
+
+@pytest.fixture
+def engine(store, add, fake_embedder):
+    add("n", "k8s.md", "The kube-proxy pod crashed on node-3 after the upgrade.")
+    add("n", "proxy.md", "Set up a reverse proxy in front of the kube API server for the team.")
+    add("n", "code.md", "Rename snake_case_name to camelCase in the parser module.")
+    add("n", "snake.md", "A snake in the garden; the case was closed; a name was given.")
+    add("n", "invoice.md", "Invoice INV-2024-0042 from ACME was paid on 3 March.")
+    add("n", "invoice2.md", "Invoice INV-2024-0043 is still open.")
+    add("n", "phrase.md", "the quick brown fox jumps over the lazy dog")
+    add("n", "shuffled.md", "the lazy fox is brown and quick, jumps over a dog")
+    return SearchEngine(store, fake_embedder)
+
+
+@pytest.mark.parametrize("query", HOSTILE)
+@pytest.mark.parametrize("mode", ["keyword", "hybrid"])
+def test_hostile_queries_never_break_fts(engine, query, mode):
+    if not query.strip():
+        return
+    engine.search(SearchRequest(query, mode=mode))  # must not raise
+
+
+@pytest.mark.parametrize(
+    "query,expected",
+    [("kube-proxy", "k8s.md"), ("snake_case_name", "code.md"), ("INV-2024-0042", "invoice.md"),
+     ('"quick brown fox"', "phrase.md")],
+)
+def test_identifiers_and_phrases_match_exactly_first(engine, query, expected):
+    hits = engine.search(SearchRequest(query, mode="keyword")).hits
+    assert hits[0].key == expected
+    assert len(hits) == 1  # the parts alone, or out of order, do not match
+
+
+def test_prefix_search(engine):
+    keys = {h.key for h in engine.search(SearchRequest("invo*", mode="keyword")).hits}
+    assert keys == {"invoice.md", "invoice2.md"}
+
+
+def test_natural_language_uses_or_and_drops_stopwords():
+    terms = parse_terms("What is the status of the kube-proxy crash?")
+    assert match_expression(terms) == '"status" OR "kube proxy" OR "crash"'
+    assert match_expression(parse_terms("the")) == '"the"'
+    assert match_expression(parse_terms('say "he said ""hi""" now')) is not None
+
+
+def test_snippet_marks_matched_words(engine):
+    hit = engine.search(SearchRequest("invoice paid", mode="keyword")).hits[0]
+    assert "**Invoice**" in hit.snippet and "**paid**" in hit.snippet
+
+
+def test_rrf_scores_and_order():
+    fused = rrf({"vector": [1, 2, 3], "keyword": [3, 4]}, {"vector": 0.7, "keyword": 0.3}, k=60)
+    scores = {f.chunk_id: f.score for f in fused}
+    assert scores[3] == pytest.approx(0.7 / 63 + 0.3 / 61)
+    assert scores[1] == pytest.approx(0.7 / 61)
+    assert [f.chunk_id for f in fused] == [3, 1, 2, 4]
+    assert fused[0].ranks == {"vector": 3, "keyword": 1}
+
+
+def test_rrf_weights_shift_the_winner():
+    rankings = {"vector": [1, 2], "keyword": [2, 1]}
+    assert rrf(rankings, {"vector": 0.9, "keyword": 0.1})[0].chunk_id == 1
+    assert rrf(rankings, {"vector": 0.1, "keyword": 0.9})[0].chunk_id == 2

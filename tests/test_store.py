@@ -1,0 +1,118 @@
+"""The store on a real SQLite file with sqlite-vec: round trips, cascades, atomicity, cache, identity."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from fakes import HashEmbedder
+
+from rag_search.embedders.cached import embed_texts
+from rag_search.errors import EmbedderMismatch, NotFound, StoreError
+from rag_search.records import Chunk, Fingerprint, ItemRef
+from rag_search.store import Store, migrations, reads, writes
+
+
+def counts(store):
+    q = lambda sql: store.conn.execute(sql).fetchone()[0]  # noqa: E731
+    return {
+        "items": q("SELECT count(*) FROM items"),
+        "chunks": q("SELECT count(*) FROM chunks"),
+        "fts": q("SELECT count(*) FROM chunks_fts_docsize"),
+        "vec": q("SELECT count(*) FROM chunk_vec"),
+        "facets": q("SELECT count(*) FROM chunk_facets"),
+    }
+
+
+def test_migrations_are_recorded_in_order_and_idempotent(tmp_path):
+    s = Store.open(tmp_path / "rag.db")
+    assert migrations.applied(s.conn) == [name for name, _ in migrations.MIGRATIONS]
+    assert migrations.migrate(s.conn) == []
+    s.close()
+    s2 = Store.open(tmp_path / "rag.db")
+    assert s2.conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(
+        migrations.SCHEMA_VERSION
+    )
+    assert s2.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_item_round_trip_keeps_every_field(store, add):
+    add("notes", "a.md", "alpha beta", ts=1700000000, author="Ann", participants=("Bob",), tags=("x/y",),
+        metadata={"area": "work", "n": 3}, heading_path=("H1", "H2"), page=4)
+    row = store.conn.execute(
+        "SELECT title, text, ts, author, participants, tags, metadata, heading_path, page FROM chunks"
+    ).fetchone()
+    assert row == ("a.md", "alpha beta", 1700000000, "Ann", '["Bob"]', '["x/y"]', '{"area":"work","n":3}',
+                   '["H1","H2"]', 4)
+    facets = set(store.conn.execute("SELECT name, value FROM chunk_facets").fetchall())
+    assert facets == {("tag", "x/y"), ("participant", "Bob"), ("meta.area", "work"), ("meta.n", "3")}
+    item = store.conn.execute("SELECT status, size, sha256, indexed_at IS NOT NULL FROM items").fetchone()
+    assert item == ("indexed", len("alpha beta"), "x", 1)
+
+
+def test_replacing_an_item_replaces_its_rows(store, add):
+    add("notes", "a.md", "first version")
+    add("notes", "a.md", "second version")
+    assert counts(store) == {"items": 1, "chunks": 1, "fts": 1, "vec": 1, "facets": 0}
+    assert store.conn.execute("SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH 'first'").fetchall() == []
+
+
+def test_deleting_items_and_collections_removes_chunks_fts_and_vectors(store, add):
+    add("notes", "a.md", "one", tags=("t",))
+    add("notes", "b.md", "two", tags=("t",))
+    add("other", "c.md", "three", tags=("t",))
+    assert writes.delete_items(store, "notes", ["a.md", "missing.md"]) == 1
+    assert counts(store) == {"items": 2, "chunks": 2, "fts": 2, "vec": 2, "facets": 2}
+    assert writes.delete_collection(store, "notes") == 1
+    assert counts(store) == {"items": 1, "chunks": 1, "fts": 1, "vec": 1, "facets": 1}
+    assert store.conn.execute("SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH 'two'").fetchall() == []
+    with pytest.raises(NotFound, match="Known collections: other"):
+        writes.delete_collection(store, "notes")
+
+
+def test_a_failed_write_leaves_the_previous_version_intact(store, add, fake_embedder):
+    add("notes", "a.md", "original text")
+    before = counts(store)
+    ref = ItemRef("notes", "a.md", "/data/notes/a.md", "markdown")
+    chunks = [Chunk(0, "new one"), Chunk(0, "duplicate index violates UNIQUE(item_id, idx)")]
+    vecs = fake_embedder.embed_documents([c.text for c in chunks])
+    with pytest.raises(Exception):
+        writes.replace_item(store, ref, None, "a", chunks, vecs)
+    assert counts(store) == before
+    assert store.conn.execute("SELECT text FROM chunks").fetchone()[0] == "original text"
+    with pytest.raises(StoreError, match="nothing was written"):
+        writes.replace_item(store, ref, None, "a", chunks[:1], vecs)
+
+
+def test_failures_are_recorded_and_cleared_by_a_good_write(store, add):
+    writes.ensure_collection(store, "notes")
+    ref = ItemRef("notes", "bad.pdf", "/data/notes/bad.pdf", "pdf")
+    writes.mark_failed(store, ref, "parse", "PDF header missing")
+    [failure] = reads.failures(store)
+    assert (failure.key, failure.error_kind, failure.message) == ("bad.pdf", "parse", "PDF header missing")
+    assert reads.status(store)["totals"]["failed"] == 1
+    add("notes", "bad.pdf", "fixed content", source_type="pdf")
+    assert reads.failures(store) == []
+
+
+def test_embedding_cache_embeds_each_text_once(store):
+    emb = HashEmbedder()
+    vecs1, n1 = embed_texts(store, emb, ["a b", "c d", "a b"])
+    vecs2, n2 = embed_texts(store, emb, ["c d", "a b", "e f"])
+    assert (n1, n2) == (2, 1)
+    assert emb.calls == [2, 1]
+    np.testing.assert_allclose(vecs1[0], vecs2[1])
+    assert np.allclose(vecs1[0], vecs1[2])
+
+
+def test_opening_with_another_embedder_is_refused_with_the_fix(store, add):
+    add("notes", "a.md", "text")
+    other = HashEmbedder(dimensions=32, name="other")
+    with pytest.raises(EmbedderMismatch, match="local-rag reembed"):
+        store.bind_embedder(other.id, other.dimensions)
+
+
+def test_collection_summary_counts(store, add):
+    add("notes", "a.md", "one")
+    add("notes", "b.pdf", "two", source_type="pdf")
+    info = reads.collection_info(store, "notes")
+    assert (info["items"], info["chunks"], info["items_by_source_type"]) == (2, 2, {"markdown": 1, "pdf": 1})
