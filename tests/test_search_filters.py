@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from conftest import add_doc
+from fakes import HashEmbedder
 
 from rag_search.retrieval import Filters, SearchEngine, SearchRequest, parse_date
 from rag_search.retrieval import vector as vector_mod
+from rag_search.store import Store
 
 QUERY = "apple banana cherry orchard harvest"
 JAN_2020, JUN_2023 = parse_date("2020-01-15"), parse_date("2023-06-01")
@@ -31,14 +34,18 @@ FILTERS = {
 }
 
 
-@pytest.fixture
-def corpus(store, add):
-    for n in range(60):
-        add("fruit", f"decoy{n:02}.md", f"{QUERY} decoy number {n}", ts=JUN_2023, tags=("common",))
+@pytest.fixture(scope="module", params=[60, 400], ids=["few-decoys", "decoys-beyond-overfetch"])
+def corpus(request, tmp_path_factory):
+    """60 decoys fit in the over-fetched unfiltered candidates; 400 do not, so the filter must go inside."""
+    store = Store.open(tmp_path_factory.mktemp("filters") / "rag.db")
+    emb = HashEmbedder()
+    for n in range(request.param):
+        add_doc(store, emb, "fruit", f"decoy{n:03}.md", f"{QUERY} decoy number {n}", ts=JUN_2023, tags=("common",))
     for name, fields in NEEDLES.items():
-        add("fruit", f"needles/{name}.md", f"cherry pie notes for {name}", **fields)
-    add("other", "needles/path.md", "a cherry tree in the yard")
-    return store
+        add_doc(store, emb, "fruit", f"needles/{name}.md", f"cherry pie notes for {name}", **fields)
+    add_doc(store, emb, "other", "needles/path.md", "a cherry tree in the yard")
+    yield store
+    store.close()
 
 
 @pytest.fixture(params=["exact", "binary+rescore"])

@@ -38,6 +38,8 @@ def render_hits(result: SearchResult, explain: bool = False) -> str:
         lines.append(click.style("explain", dim=True))
         lines.append(f"  mode: {result.request.mode}   chunks in scope: {result.chunks_in_index}")
         lines.append(f"  keyword MATCH: {result.keyword_expression or '(no searchable terms)'}")
+        if result.keyword_dropped:
+            lines.append(f"  common words left out of MATCH: {', '.join(result.keyword_dropped)}")
         lines.append(f"  vector plan: {result.vector_plan or '(not run)'}")
         lines.append("  timings ms: " + ", ".join(f"{k} {v}" for k, v in result.timings_ms.items()))
         lines.append("")

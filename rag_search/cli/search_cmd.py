@@ -54,6 +54,7 @@ def search(app: App, query, collections, source_types, after, before, no_undated
         if explain:
             payload["explain"] = {
                 "keyword_expression": result.keyword_expression,
+                "keyword_dropped": result.keyword_dropped,
                 "vector_plan": result.vector_plan,
                 "chunks_in_scope": result.chunks_in_index,
                 "timings_ms": result.timings_ms,

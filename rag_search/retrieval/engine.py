@@ -12,7 +12,7 @@ from rag_search.embedders.base import Embedder
 from rag_search.errors import QueryError
 from rag_search.records import Hit
 from rag_search.retrieval import keyword, vector
-from rag_search.retrieval.filters import Filters, build_where
+from rag_search.retrieval.filters import Filters, SqlFilter, build_where, passing
 from rag_search.retrieval.fusion import rrf
 from rag_search.retrieval.snippets import snippet, term_pattern
 from rag_search.store import Store
@@ -20,6 +20,11 @@ from rag_search.store.vectors import check_embedder, recorded_embedder
 
 Mode = Literal["hybrid", "keyword", "semantic"]
 MODES: tuple[str, ...] = ("hybrid", "keyword", "semantic")
+NO_FILTER = SqlFilter("1", ())
+# Filters are tried first on this many times the wanted candidates of the unfiltered retriever: when
+# enough pass, they are exactly the filtered top candidates (scores do not depend on filters); when
+# too few pass (a selective filter), the filter goes into the retriever's own query instead.
+OVERFETCH = 4
 
 
 @dataclass(frozen=True)
@@ -35,6 +40,7 @@ class SearchResult:
     hits: list[Hit]
     request: SearchRequest
     keyword_expression: str | None = None
+    keyword_dropped: list[str] = field(default_factory=list)  # common words left out of the MATCH
     vector_plan: str | None = None  # "exact" or "binary+rescore"
     chunks_in_index: int = 0
     timings_ms: dict[str, float] = field(default_factory=dict)
@@ -47,6 +53,8 @@ class SearchEngine:
         self.store = store
         self.embedder = embedder
         self.settings = settings or SearchSettings()
+        self._df_cache: dict[str, int] = {}
+        self._df_cache_size = -1
 
     def search(self, request: SearchRequest) -> SearchResult:
         if request.mode not in MODES:
@@ -95,14 +103,21 @@ class SearchEngine:
 
     def _keyword(self, terms, filters: Filters, coll_ids, limit: int, result: SearchResult) -> list[int]:
         t0 = time.perf_counter()
-        expression = keyword.match_expression(terms)
-        result.keyword_expression = expression
-        if expression is None:
-            return []
+        n_total = self.store.conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
+        if n_total != self._df_cache_size:  # document frequencies are only valid for one index state
+            self._df_cache, self._df_cache_size = {}, n_total
         where = build_where(filters, coll_ids)
-        rows = self.store.conn.execute(keyword.keyword_sql(where), (expression, *where.params, limit)).fetchall()
+        conn = self.store.conn
+        run = keyword.search(conn, terms, NO_FILTER, limit * OVERFETCH, n_total, self._df_cache)
+        if not where.empty:
+            passed = passing(conn, run.ids, where)
+            if len(passed) >= limit or len(run.ids) < limit * OVERFETCH:
+                run.ids = [i for i in run.ids if i in passed]
+            else:  # too few of the unfiltered best pass: filter inside the FTS query itself
+                run = keyword.search(conn, terms, where, limit, n_total, self._df_cache)
+        result.keyword_expression, result.keyword_dropped = run.expression, run.dropped
         result.timings_ms["keyword"] = _ms(t0)
-        return [r[0] for r in rows]
+        return run.ids[:limit]
 
     def _vector(self, query: str, filters: Filters, coll_ids, limit: int, result: SearchResult) -> list[int]:
         recorded = recorded_embedder(self.store.conn)
@@ -113,12 +128,20 @@ class SearchEngine:
         qvec = self.embedder.embed_query(query)
         result.timings_ms["embed_query"] = _ms(t0)
         t0 = time.perf_counter()
+        conn, scope = self.store.conn, result.chunks_in_index
         rest = build_where(filters.without_collections())
-        vplan = vector.plan(qvec, limit, result.chunks_in_index, coll_ids, rest)
+        vplan = vector.plan(qvec, limit, scope, coll_ids, NO_FILTER, overfetch=1 if rest.empty else OVERFETCH)
+        rows = vector.run(conn, qvec, vplan, vplan.k if not rest.empty else limit)
+        ids = [cid for cid, _ in rows]
+        if not rest.empty:
+            passed = passing(conn, ids, rest)
+            ids = [i for i in ids if i in passed]
+            if len(ids) < limit and len(rows) >= vplan.k:  # too few pass: filter inside the KNN itself
+                vplan = vector.plan(qvec, limit, scope, coll_ids, rest)
+                ids = [cid for cid, _ in vector.run(conn, qvec, vplan, limit)]
         result.vector_plan = "exact" if vplan.exact else "binary+rescore"
-        rows = vector.run(self.store.conn, qvec, vplan, limit)
         result.timings_ms["vector"] = _ms(t0)
-        return [cid for cid, _ in rows]
+        return ids[:limit]
 
     def _hydrate(self, fused, pattern) -> list[Hit]:
         if not fused:

@@ -7,6 +7,7 @@ the same builder, so a filter means the same thing on both sides.
 from __future__ import annotations
 
 import calendar
+import json
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -82,6 +83,17 @@ def build_where(filters: Filters, collection_ids: tuple[int, ...] = ()) -> SqlFi
         values = [_facet_value(v) for v in (accepted if isinstance(accepted, (list, tuple)) else [accepted])]
         add(_facet_in(f"f.name = ? AND f.value IN ({_marks(values)})"), f"meta.{key}", *values)
     return SqlFilter(" AND ".join(parts) or "1", tuple(params))
+
+
+def passing(conn: Any, chunk_ids: list[int], where: SqlFilter) -> set[int]:
+    """The chunk ids among `chunk_ids` that satisfy the filter."""
+    if not chunk_ids:
+        return set()
+    sql = (
+        "SELECT c.id FROM chunks c JOIN items i ON i.id = c.item_id "
+        f"WHERE c.id IN (SELECT value FROM json_each(?)) AND {where.sql}"
+    )
+    return {r[0] for r in conn.execute(sql, (json.dumps(chunk_ids), *where.params))}
 
 
 def _facet_in(condition: str) -> str:

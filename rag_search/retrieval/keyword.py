@@ -5,12 +5,17 @@ queries need OR; FTS5's bare-word default is AND); stopwords are dropped when ot
 Quoted "exact phrases" stay phrases; identifiers such as kube-proxy, snake_case_name or
 INV-2024-0042 become phrases of their parts, so they match only in sequence; a trailing * asks
 for a prefix.
+
+On large indexes, words that occur in very many chunks (a corpus-specific stopword list) are dropped
+from the OR when rarer words are present: they add almost nothing to BM25 yet make FTS5 score most
+of the index. If every word is that common, all of them are required (AND), and OR is the fallback.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from rag_search.retrieval.filters import SqlFilter
 
@@ -63,6 +68,47 @@ def match_expression(terms: list[Term]) -> str | None:
     if not terms:
         return None
     return " OR ".join(t.fts() for t in terms)
+
+
+COMMON_MIN_DOCS = 5_000  # a word is "common" if it is in more chunks than this
+COMMON_FRACTION = 0.05  # ... and in more than this share of all chunks
+
+
+@dataclass
+class KeywordRun:
+    ids: list[int] = field(default_factory=list)
+    expression: str | None = None
+    dropped: list[str] = field(default_factory=list)  # common words left out of the MATCH
+
+
+def search(conn: Any, terms: list[Term], where: SqlFilter, limit: int, n_total: int,
+           df_cache: dict[str, int]) -> KeywordRun:
+    """Chunk ids best first for the terms, with common words pruned on large indexes."""
+    run = KeywordRun()
+    if not terms:
+        return run
+    threshold = max(COMMON_MIN_DOCS, COMMON_FRACTION * n_total)
+    common = []
+    if n_total > COMMON_MIN_DOCS:
+        common = [t for t in terms if not (t.phrase or t.prefix) and _df(conn, t, df_cache) > threshold]
+    rare = [t for t in terms if t not in common]
+    sql = keyword_sql(where)
+    if rare:
+        run.expression, run.dropped = match_expression(rare), [t.text for t in common]
+    else:
+        run.expression = " AND ".join(t.fts() for t in common)
+        run.ids = [r[0] for r in conn.execute(sql, (run.expression, *where.params, limit))]
+        if len(run.ids) >= limit:
+            return run
+        run.expression = match_expression(terms)
+    run.ids = [r[0] for r in conn.execute(sql, (run.expression, *where.params, limit))]
+    return run
+
+
+def _df(conn: Any, term: Term, cache: dict[str, int]) -> int:
+    if term.text not in cache:
+        cache[term.text] = conn.execute("SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?", (term.fts(),)).fetchone()[0]
+    return cache[term.text]
 
 
 def keyword_sql(where: SqlFilter) -> str:
