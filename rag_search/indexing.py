@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
@@ -27,6 +28,8 @@ class WriteStats:
     items: int
     chunks: int
     embedded: int  # texts that reached the model (the rest came from the cache)
+    seconds_embedding: float = 0.0
+    seconds_writing: float = 0.0
 
 
 def write_items(store: Store, embedder: Embedder, items: Iterable[ParsedItem],
@@ -35,11 +38,14 @@ def write_items(store: Store, embedder: Embedder, items: Iterable[ParsedItem],
     items = list(items)
     store.bind_embedder(embedder.id, embedder.dimensions)
     texts = [ch.text for item in items for ch in item.chunks]
+    t0 = time.perf_counter()
     vecs, embedded = embed_texts(store, embedder, texts, progress)
+    t1 = time.perf_counter()
     offset = 0
     for item in items:
         n = len(item.chunks)
         writes.replace_item(store, item.ref, item.fingerprint, item.title, item.chunks, vecs[offset : offset + n],
                             item.links)
         offset += n
-    return WriteStats(items=len(items), chunks=len(texts), embedded=embedded)
+    return WriteStats(items=len(items), chunks=len(texts), embedded=embedded, seconds_embedding=t1 - t0,
+                      seconds_writing=time.perf_counter() - t1)

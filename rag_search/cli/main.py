@@ -10,7 +10,23 @@ from rag_search.cli.context import RagGroup
 from rag_search.cli.search_cmd import search
 
 
-@click.group(cls=RagGroup, context_settings={"help_option_names": ["-h", "--help"]})
+class LocalRag(RagGroup):
+    """The top-level group: pipeline commands (`index`, `watch`, `ui`) load lazily, so search never imports Dagster."""
+
+    LAZY = ("index", "watch", "ui")
+
+    def list_commands(self, ctx):
+        return sorted(set(super().list_commands(ctx)) | set(self.LAZY))
+
+    def get_command(self, ctx, name):
+        if name in self.LAZY:
+            from rag_pipelines.cli import COMMANDS
+
+            return COMMANDS[name]
+        return super().get_command(ctx, name)
+
+
+@click.group(cls=LocalRag, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="local-rag")
 def cli():
     """local-rag: private hybrid search over your notes, documents and mail. Nothing leaves this machine.

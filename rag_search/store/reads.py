@@ -101,6 +101,28 @@ def failures(store: Store, collection: str | None = None, limit: int = 50) -> li
     return [Failure(*r) for r in rows]
 
 
+@dataclass(frozen=True)
+class ItemState:
+    key: str
+    uri: str
+    size: int | None
+    mtime_ns: int | None
+    sha256: str | None
+    status: str
+
+
+def item_states(store: Store, collection: str) -> dict[str, ItemState]:
+    """What the index knows of each item of a collection: the basis of change detection."""
+    try:
+        coll_id = store.collection_id(collection)
+    except NotFound:
+        return {}
+    rows = store.conn.execute(
+        "SELECT key, uri, size, mtime_ns, sha256, status FROM items WHERE collection_id = ?", (coll_id,)
+    )
+    return {r[0]: ItemState(*r) for r in rows}
+
+
 def status(store: Store) -> dict[str, Any]:
     """Everything `local-rag status` shows."""
     collections = list_collections(store)

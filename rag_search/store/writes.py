@@ -130,6 +130,14 @@ def mark_failed(
     return row[0]
 
 
+def touch_item(store: Store, collection: str, key: str, size: int, mtime_ns: int) -> None:
+    """Record a new size/mtime for an item whose content (sha256) did not change."""
+    coll_id = store.collection_id(collection)
+    with store.transaction() as conn:
+        conn.execute("UPDATE items SET size = ?, mtime_ns = ? WHERE collection_id = ? AND key = ?",
+                     (size, mtime_ns, coll_id, key))
+
+
 def delete_items(store: Store, collection: str, keys: Sequence[str]) -> int:
     """Remove items by key with their chunks, FTS rows and vectors. Returns how many existed."""
     coll_id = store.collection_id(collection)

@@ -1,0 +1,171 @@
+"""`local-rag index|watch|ui`: the pipeline commands, loaded lazily by the `local-rag` CLI."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+
+from rag_search.cli.context import App, pass_app
+from rag_search.cli.format import echo_json
+from rag_search.errors import ConfigError
+
+from rag_pipelines.config import CollectionConfig, load_collections, register_collection
+from rag_pipelines.runs import RunSummary, index_collections
+
+
+def _run(app: App, names: list[str] | None, force: bool, as_json: bool) -> None:
+    bars: dict = {}
+
+    def on_plan(name, plan):
+        total = len(plan.new) + len(plan.changed) + len(plan.deleted)
+        click.echo(f"{name}: {len(plan.entries)} files; {len(plan.new)} new, {len(plan.changed)} changed, "
+                   f"{len(plan.deleted)} deleted", err=True)
+        if total and not as_json:
+            bar = click.progressbar(length=total, label=f"indexing {name}", file=sys.stderr, show_pos=True)
+            bar.__enter__()
+            bars["bar"] = bar
+
+    from rag_pipelines import progress
+
+    def tick(key, outcome):
+        if "bar" in bars:
+            bars["bar"].update(1)
+
+    progress.listen(tick)
+    try:
+        summaries = index_collections(app.paths, names, force=force, on_plan=_closing(on_plan, bars))
+    finally:
+        progress.unlisten(tick)
+        _close_bar(bars)
+    _report(summaries, as_json)
+
+
+def _closing(on_plan, bars):
+    def wrapped(name, plan):
+        _close_bar(bars)
+        on_plan(name, plan)
+
+    return wrapped
+
+
+def _close_bar(bars: dict) -> None:
+    bar = bars.pop("bar", None)
+    if bar is not None:
+        bar.__exit__(None, None, None)
+
+
+def _report(summaries: list[RunSummary], as_json: bool) -> None:
+    if as_json:
+        echo_json([{**s.__dict__, "unchanged": s.unchanged} for s in summaries])
+        return
+    for s in summaries:
+        click.echo(s.line())
+        for f in s.failures:
+            click.echo(f"  failed: {f['uri']}  [{f['error_kind']}] {f['message']}")
+    if any(s.failures for s in summaries):
+        click.echo("Failed items are retried on the next run; fix or remove them, or see `local-rag status`.")
+
+
+def _register(app: App, cfg: CollectionConfig) -> None:
+    configured = load_collections(app.paths)
+    existing = configured.get(cfg.name)
+    if existing and existing.sources != cfg.sources and _in_config_file(app, cfg.name):
+        raise ConfigError(f"Collection '{cfg.name}' is defined in {app.paths.config} with other paths. "
+                          f"Edit it there, or pick another name.")
+    if existing is None or existing.sources != cfg.sources:
+        register_collection(app.paths, cfg)
+
+
+def _in_config_file(app: App, name: str) -> bool:
+    return name in app.settings.collections
+
+
+@click.group("index")
+def index():
+    """Index sources into rag.db through the Dagster pipelines (runs appear in `local-rag ui`)."""
+
+
+_force = click.option("--force", is_flag=True, help="Re-chunk and re-embed unchanged items too (cached vectors are reused).")
+_json = click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+
+
+@index.command("project")
+@click.argument("name")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--description", default="", help="What the collection holds (shown to AI assistants).")
+@_force
+@_json
+@pass_app
+def index_project(app: App, name: str, paths: tuple[Path, ...], description: str, force: bool, as_json: bool):
+    """Index folders as the project collection NAME (registered, so sensors and `index all` keep it fresh)."""
+    cfg = CollectionConfig.model_validate(
+        {"name": name, "kind": "project", "description": description,
+         "sources": [{"type": "project", "paths": [str(p) for p in paths]}]})
+    _register(app, cfg)
+    _run(app, [name], force, as_json)
+
+
+@index.command("obsidian")
+@click.option("--vault", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="The vault folder (registers it as a collection if it is not configured).")
+@click.option("--name", default="notes", show_default=True, help="Collection name for --vault.")
+@_force
+@_json
+@pass_app
+def index_obsidian(app: App, vault: Path | None, name: str, force: bool, as_json: bool):
+    """Index Obsidian vaults: the configured ones, or the one given with --vault."""
+    if vault:
+        cfg = CollectionConfig.model_validate(
+            {"name": name, "kind": "system", "description": f"Obsidian vault {vault.name}",
+             "sources": [{"type": "obsidian", "paths": [str(vault)]}]})
+        _register(app, cfg)
+        names = [name]
+    else:
+        names = [n for n, c in load_collections(app.paths).items() if any(s.type == "obsidian" for s in c.sources)]
+        if not names:
+            raise ConfigError("No Obsidian vault is configured. Pass one: `local-rag index obsidian --vault PATH`.")
+    _run(app, names, force, as_json)
+
+
+@index.command("all")
+@_force
+@_json
+@pass_app
+def index_all(app: App, force: bool, as_json: bool):
+    """Index every configured and registered collection."""
+    if not load_collections(app.paths):
+        raise ConfigError("Nothing is configured yet. Start with `local-rag index project NAME PATH`.")
+    _run(app, None, force, as_json)
+
+
+@click.command("watch")
+@click.argument("collections", nargs=-1)
+@click.option("--debounce", default=2.0, show_default=True, help="Seconds of quiet before changes are indexed.")
+@pass_app
+def watch(app: App, collections: tuple[str, ...], debounce: float):
+    """Index changes seconds after files are saved (near-real-time; Ctrl-C to stop)."""
+    from rag_pipelines.watch import watch_collections
+
+    watch_collections(app.paths, list(collections) or None, debounce, echo=lambda m: click.echo(m, err=True))
+
+
+@click.command("ui")
+@click.option("--port", default=3000, show_default=True)
+@click.option("--host", default="127.0.0.1", show_default=True)
+@pass_app
+def ui(app: App, port: int, host: str):
+    """Open the Dagster UI (webserver + daemon for sensors and schedules) on local-rag's instance."""
+    from rag_pipelines.wiring.instance import ensure_instance
+
+    home = ensure_instance(app.paths)
+    click.echo(f"Dagster UI on http://{host}:{port}  (DAGSTER_HOME={home}); Ctrl-C stops it.", err=True)
+    env = {**os.environ, "DAGSTER_HOME": str(home), "LOCAL_RAG_HOME": str(app.paths.home)}
+    cmd = [sys.executable, "-m", "dagster", "dev", "-w", str(home / "workspace.yaml"), "-h", host, "-p", str(port)]
+    raise SystemExit(subprocess.call(cmd, env=env))
+
+
+COMMANDS = {"index": index, "watch": watch, "ui": ui}

@@ -1,0 +1,112 @@
+"""Running the pipelines in-process for the CLI and the watcher: the runs land in DAGSTER_HOME, visible in the UI."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from rag_search.config import Paths
+from rag_search.errors import RagError
+from rag_search.store import reads
+
+from rag_pipelines import progress
+from rag_pipelines.config import load_collections
+from rag_pipelines.sync import SyncPlan, plan_sync
+
+PlanListener = Callable[[str, SyncPlan], None]
+
+
+@dataclass
+class RunSummary:
+    collection: str
+    files: int = 0
+    outcomes: dict[str, int] = field(default_factory=dict)
+    run_ids: list[str] = field(default_factory=list)
+    failures: list[dict] = field(default_factory=list)
+
+    @property
+    def unchanged(self) -> int:
+        touched = sum(self.outcomes.values()) - self.outcomes.get("deleted", 0)
+        return self.files - touched + self.outcomes.get("unchanged", 0)
+
+    def line(self) -> str:
+        o = self.outcomes
+        return (f"{self.collection}: {o.get('indexed', 0)} indexed, {self.unchanged} unchanged, "
+                f"{o.get('failed', 0)} failed, {o.get('deleted', 0)} deleted ({len(self.run_ids)} Dagster runs)")
+
+
+def index_collections(paths: Paths, names: list[str] | None = None, *, force: bool = False,
+                      keys: dict[str, list[str]] | None = None,
+                      on_plan: PlanListener | None = None) -> list[RunSummary]:
+    """Sync the named collections (all when None) through their Dagster jobs, executed in this process.
+
+    With `keys`, only those items of each collection are synced (the watcher's path); else the
+    sources are scanned. Failed items are retried.
+    """
+    import dagster as dg
+
+    from rag_pipelines.wiring.assets import add_partitions
+    from rag_pipelines.wiring.definitions import build_definitions
+    from rag_pipelines.wiring.instance import ensure_instance
+    from rag_pipelines.wiring.resources import RagResource
+    from rag_pipelines.wiring.sensors import contiguous_ranges, range_tags
+
+    collections = load_collections(paths)
+    unknown = [n for n in names or [] if n not in collections]
+    if unknown:
+        known = ", ".join(sorted(collections)) or "none"
+        raise RagError(f"No configured collection named {', '.join(unknown)} (configured: {known}). "
+                       "Add it to config.yaml or use `local-rag index project NAME PATH`.")
+    ensure_instance(paths)
+    defs, built = build_definitions(collections)
+    instance = dg.DagsterInstance.get()
+    store = RagResource().store()
+    summaries = []
+    for name in names or sorted(collections):
+        c, summary = built[name], RunSummary(name)
+        plan = plan_sync(store, c.cfg, force=force, retry_failed=True)
+        if keys is not None:
+            wanted = set(keys.get(name, []))
+            plan.new = [k for k in plan.new if k in wanted]
+            plan.changed = [k for k in plan.changed if k in wanted]
+            plan.deleted = [k for k in plan.deleted if k in wanted]
+        summary.files = len(plan.entries)
+        if on_plan:
+            on_plan(name, plan)
+        add_partitions(instance, c.partitions.name, sorted(plan.entries))
+
+        def count(key: str, outcome: str, s=summary) -> None:
+            s.outcomes[outcome] = s.outcomes.get(outcome, 0) + 1
+
+        progress.listen(count)
+        tags = {"local_rag/trigger": "cli"}
+        try:
+            ordered = instance.get_dynamic_partitions(c.partitions.name)
+            for first, last in contiguous_ranges(ordered, set(plan.new)):
+                job = defs.resolve_job_def(c.index_job.name)
+                summary.run_ids.append(_execute(job, instance, tags={**tags, **range_tags(first, last)}))
+            if plan.changed or plan.deleted:
+                conf = {"reindex": plan.changed, "delete": plan.deleted, "force": force}
+                job = defs.resolve_job_def(c.sync_job.name)
+                summary.run_ids.append(_execute(job, instance, tags=tags,
+                                                run_config={"ops": {f"{name}_sync": {"config": conf}}}))
+        finally:
+            progress.unlisten(count)
+        summary.failures = [f.to_dict() for f in reads.failures(store, collection=name, limit=20)]
+        summaries.append(summary)
+    return summaries
+
+
+QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
+
+
+def _execute(job, instance, run_config: dict | None = None, **kwargs) -> str:
+    """Run a job in-process (console quiet: progress and summary come from the CLI); errors surface as ours."""
+    try:
+        result = job.execute_in_process(instance=instance, run_config={**(run_config or {}), **QUIET}, **kwargs)
+    except Exception as exc:
+        cause = getattr(exc, "user_exception", None) or exc.__cause__ or exc
+        if isinstance(cause, RagError):
+            raise cause
+        raise RagError(f"The Dagster run of '{job.name}' failed: {cause}. See it in the UI (`local-rag ui`).") from exc
+    return result.run_id

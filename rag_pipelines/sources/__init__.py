@@ -1,0 +1,1 @@
+"""Where items come from: scanning roots, keys, globs."""

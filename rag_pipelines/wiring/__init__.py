@@ -1,0 +1,1 @@
+"""Dagster wiring: the only place that imports dagster."""

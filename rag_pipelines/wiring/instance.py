@@ -1,0 +1,42 @@
+"""The Dagster instance under the local-rag home: SQLite storage, telemetry off, one run at a time."""
+
+import os
+from pathlib import Path
+
+from rag_search.config import Paths
+
+DAGSTER_YAML = """\
+# Written by local-rag. Nothing leaves this machine: telemetry is off.
+telemetry:
+  enabled: false
+concurrency:
+  runs:
+    max_concurrent_runs: 1   # rag.db has one writer
+retention:
+  sensor:
+    purge_after_days: {skipped: 1, failure: 14, success: 30}
+  schedule:
+    purge_after_days: {skipped: 7, failure: 30, success: 30}
+"""
+
+WORKSPACE_YAML = """\
+load_from:
+  - python_module:
+      module_name: rag_pipelines
+      attribute: defs
+      location_name: rag
+"""
+
+
+def ensure_instance(paths: Paths) -> Path:
+    """Create DAGSTER_HOME with local-rag's dagster.yaml if needed and point this process at it."""
+    home = paths.dagster_home
+    home.mkdir(parents=True, exist_ok=True)
+    config = home / "dagster.yaml"
+    if not config.exists():
+        config.write_text(DAGSTER_YAML, encoding="utf-8")
+    workspace = home / "workspace.yaml"
+    if not workspace.exists():
+        workspace.write_text(WORKSPACE_YAML, encoding="utf-8")
+    os.environ["DAGSTER_HOME"] = str(home)
+    return home

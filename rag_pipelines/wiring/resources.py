@@ -1,0 +1,50 @@
+"""The Dagster resource that opens rag.db and the embedder once per process."""
+
+
+import dagster as dg
+
+from rag_search.config import Paths, load_settings
+from rag_search.embedders import Embedder, load_embedder
+from rag_search.store import Store
+
+_open: dict[tuple, object] = {}
+
+
+def paths_for(home: str) -> Paths:
+    paths = Paths.from_env()
+    if home:
+        from pathlib import Path
+
+        env_home = Path(home).expanduser()
+        paths = Paths(env_home, env_home / "config.yaml", env_home / "rag.db", env_home / "dagster", paths.ollama_host)
+    return paths
+
+
+class RagResource(dg.ConfigurableResource):
+    """rag.db and the configured embedder (LOCAL_RAG_HOME unless `home` is set)."""
+
+    home: str = ""
+
+    def paths(self) -> Paths:
+        return paths_for(self.home)
+
+    def store(self) -> Store:
+        key = ("store", str(self.paths().db))
+        if key not in _open:
+            _open[key] = Store.open(self.paths().db)
+        return _open[key]  # type: ignore[return-value]
+
+    def embedder(self) -> Embedder:
+        paths = self.paths()
+        settings = load_settings(paths.config).embedder
+        key = ("embedder", settings.model_dump_json(), paths.ollama_host)
+        if key not in _open:
+            _open[key] = load_embedder(settings, paths)
+        return _open[key]  # type: ignore[return-value]
+
+
+def close_all() -> None:
+    for key, value in list(_open.items()):
+        if key[0] == "store":
+            value.close()  # type: ignore[attr-defined]
+        del _open[key]

@@ -1,0 +1,90 @@
+"""Per-collection sensor (new → range runs, changed/deleted → one sync run) and nightly rescan schedule."""
+
+
+import json
+import time
+
+import dagster as dg
+
+from rag_pipelines.sync import plan_sync
+from rag_pipelines.wiring.assets import CollectionDefs, add_partitions
+from rag_pipelines.wiring.resources import RagResource
+
+RANGE_RUN_MAX = 1_000  # keys per range run for new items
+RANGE_START, RANGE_END = "dagster/asset_partition_range_start", "dagster/asset_partition_range_end"
+ACTIVE = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
+          dg.DagsterRunStatus.STARTED]
+
+
+def range_tags(first: str, last: str) -> dict[str, str]:
+    return {RANGE_START: first, RANGE_END: last}
+
+
+def contiguous_ranges(ordered: list[str], wanted: set[str], max_len: int = RANGE_RUN_MAX) -> list[tuple[str, str]]:
+    """(first, last) key ranges covering `wanted` in partition order, each at most `max_len` keys."""
+    out, start, prev, length = [], None, None, 0
+    for key in ordered:
+        if key in wanted and start is not None and length < max_len:
+            prev, length = key, length + 1
+            continue
+        if start is not None:
+            out.append((start, prev))
+            start = None
+        if key in wanted:
+            start, prev, length = key, key, 1
+    if start is not None:
+        out.append((start, prev))
+    return out
+
+
+def run_requests(instance: dg.DagsterInstance, c: CollectionDefs, new: list[str], changed: list[str],
+                 deleted: list[str], tags: dict[str, str] | None = None) -> list[dg.RunRequest]:
+    """Few runs for any number of changes: new keys as contiguous ranges, the rest as one sync run."""
+    add_partitions(instance, c.partitions.name, new)
+    ordered = instance.get_dynamic_partitions(c.partitions.name)
+    requests = [
+        dg.RunRequest(job_name=c.index_job.name, tags={**range_tags(a, b), **(tags or {})})
+        for a, b in contiguous_ranges(ordered, set(new))
+    ]
+    if changed or deleted:
+        config = {"ops": {f"{c.cfg.name}_sync": {"config": {"reindex": changed, "delete": deleted}}}}
+        requests.append(dg.RunRequest(job_name=c.sync_job.name, run_config=config, tags=tags or {}))
+    return requests
+
+
+def build_sensor(c: CollectionDefs) -> dg.SensorDefinition:
+    @dg.sensor(
+        name=f"{c.cfg.name}_sensor",
+        jobs=[c.index_job, c.sync_job],
+        minimum_interval_seconds=c.cfg.sensor_interval_seconds,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description=f"Scans the sources of '{c.cfg.name}' and requests runs for new, changed and deleted items.",
+    )
+    def sensor(context: dg.SensorEvaluationContext, rag: RagResource):
+        active = context.instance.get_runs(
+            filters=dg.RunsFilter(job_name=c.index_job.name, statuses=ACTIVE), limit=1
+        ) or context.instance.get_runs(filters=dg.RunsFilter(job_name=c.sync_job.name, statuses=ACTIVE), limit=1)
+        if active:
+            return dg.SkipReason("a run of this collection is in progress; its changes are picked up after it")
+        t0 = time.perf_counter()
+        plan = plan_sync(rag.store(), c.cfg)
+        cursor = json.dumps({"last_scan": time.time(), "files": len(plan.entries),
+                             "scan_seconds": round(time.perf_counter() - t0, 2)})
+        if plan.empty:
+            return dg.SensorResult(skip_reason=f"no changes in {len(plan.entries)} files", cursor=cursor)
+        requests = run_requests(context.instance, c, plan.new, plan.changed, plan.deleted,
+                                tags={"local_rag/trigger": "sensor"})
+        return dg.SensorResult(run_requests=requests, cursor=cursor)
+
+    return sensor
+
+
+def build_schedule(c: CollectionDefs) -> dg.ScheduleDefinition:
+    return dg.ScheduleDefinition(
+        name=f"{c.cfg.name}_rescan",
+        cron_schedule=c.cfg.schedule,
+        job=c.sync_job,
+        run_config={"ops": {f"{c.cfg.name}_sync": {"config": {"rescan": True}}}},
+        default_status=dg.DefaultScheduleStatus.RUNNING,
+        description=f"Full rescan of '{c.cfg.name}': syncs every change and retries failed items.",
+    )
