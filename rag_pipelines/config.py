@@ -20,7 +20,7 @@ from rag_search.errors import ConfigError
 
 DEFAULT_EXCLUDES = (".obsidian/**", ".trash/**", ".git/**", "**/.*", "**/.*/**", "node_modules/**",
                     "**/node_modules/**", "__pycache__/**", "**/__pycache__/**", ".venv/**", "**/.venv/**")
-TEXT_SUFFIXES = ("md", "markdown", "txt", "pdf", "docx", "html", "htm", "epub", "csv", "json", "yaml", "yml", "rst")
+TEXT_SUFFIXES = ("md", "markdown", "canvas", "txt", "pdf", "docx", "html", "htm", "epub", "csv", "json", "yaml", "yml", "rst")
 DEFAULT_INCLUDES = tuple(f"**/*.{s}" for s in TEXT_SUFFIXES)
 NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,62}$")
 _CAPTURE_GROUP = re.compile(r"\(\?<([A-Za-z_]\w*)>")

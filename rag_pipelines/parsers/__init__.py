@@ -21,6 +21,25 @@ def parse_text(data: bytes, filename: str, mtime_ns: int | None = None) -> Docum
     return Document(title=stem, sections=(Section(text=text),), ts=mtime_ns // 1_000_000_000 if mtime_ns else None)
 
 
+def parse_canvas(data: bytes, filename: str, mtime_ns: int | None = None) -> Document:
+    """JSON Canvas 1.0: text nodes are Markdown; file nodes link to notes; link nodes keep their URL."""
+    import json
+
+    try:
+        canvas = json.loads(decode(data) or "{}")
+    except ValueError as exc:
+        raise ParseError("corrupt", f"not valid JSON Canvas ({exc})") from exc
+    nodes = canvas.get("nodes", []) if isinstance(canvas, dict) else []
+    texts = [n.get("text", "") for n in nodes if n.get("type") == "text"]
+    texts += [n.get("label", "") for n in nodes if n.get("type") == "group"]
+    texts += [n.get("url", "") for n in nodes if n.get("type") == "link"]
+    links = tuple(n["file"].rsplit(".", 1)[0] for n in nodes if n.get("type") == "file" and n.get("file"))
+    sections = tuple(Section(text=t.strip()) for t in texts if t and t.strip())
+    stem = filename.rsplit("/", 1)[-1].rsplit(".", 1)[0]
+    return Document(title=stem, sections=sections, links=links,
+                    ts=mtime_ns // 1_000_000_000 if mtime_ns else None)
+
+
 PARSERS: dict[str, tuple[str, Parser]] = {
     "md": ("markdown", parse_markdown),
     "markdown": ("markdown", parse_markdown),
@@ -29,6 +48,7 @@ PARSERS: dict[str, tuple[str, Parser]] = {
     "html": ("html", parse_html),
     "htm": ("html", parse_html),
     "epub": ("epub", parse_epub),
+    "canvas": ("canvas", parse_canvas),
     "txt": ("text", parse_text),
     "rst": ("text", parse_text),
     "csv": ("csv", parse_text),
