@@ -118,7 +118,7 @@ def build_collection(cfg: CollectionConfig) -> CollectionDefs:
         tags={"local_rag/collection": cfg.name},
     )
     index_job = dg.define_asset_job(
-        f"{cfg.name}_index", selection=dg.AssetSelection.assets(key), partitions_def=partitions,
+        f"{cfg.name}_index", selection=dg.AssetSelection.assets(key),
         tags={"local_rag/collection": cfg.name},
         description=f"Index a contiguous range of new items of '{cfg.name}'.",
     )

@@ -1,0 +1,43 @@
+"""A local-rag home in a temp dir with a copied fixture vault, for pipeline tests."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import yaml
+
+from rag_search.config import Paths
+
+VAULT = Path(__file__).parent / "fixtures" / "vault"
+
+
+def make_home(tmp_path: Path, monkeypatch, extra_collections: dict | None = None) -> tuple[Paths, Path]:
+    vault = tmp_path / "vault"
+    shutil.copytree(VAULT, vault)
+    (vault / ".git").mkdir()
+    (vault / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    home = tmp_path / "home"
+    home.mkdir()
+    config = {
+        "collections": {
+            "notes": {
+                "kind": "system",
+                "description": "fixture vault",
+                "sources": [{
+                    "type": "obsidian",
+                    "paths": [str(vault)],
+                    "exclude_folders": ["Templates"],
+                    "captures": [{"pattern": "Projects/(?<area>[^/]+)/**/*.md"}],
+                    "metadata": {"owner": "me"},
+                }],
+            },
+            **(extra_collections or {}),
+        }
+    }
+    (home / "config.yaml").write_text(yaml.safe_dump(config))
+    monkeypatch.setenv("LOCAL_RAG_HOME", str(home))
+    monkeypatch.delenv("LOCAL_RAG_DB", raising=False)
+    monkeypatch.delenv("LOCAL_RAG_CONFIG", raising=False)
+    monkeypatch.setenv("DAGSTER_HOME", str(home / "dagster"))
+    return Paths.from_env(), vault
