@@ -37,7 +37,7 @@ class RunSummary:
 
 def index_collections(paths: Paths, names: list[str] | None = None, *, force: bool = False,
                       keys: dict[str, list[str]] | None = None,
-                      on_plan: PlanListener | None = None) -> list[RunSummary]:
+                      on_plan: PlanListener | None = None, trigger: str = "cli") -> list[RunSummary]:
     """Sync the named collections (all when None) through their Dagster jobs, executed in this process.
 
     With `keys`, only those items of each collection are synced (the watcher's path); else the
@@ -79,7 +79,7 @@ def index_collections(paths: Paths, names: list[str] | None = None, *, force: bo
             s.outcomes[outcome] = s.outcomes.get(outcome, 0) + 1
 
         progress.listen(count)
-        tags = {"local_rag/trigger": "cli"}
+        tags = {"local_rag/trigger": trigger}
         try:
             ordered = instance.get_dynamic_partitions(c.partitions.name)
             for first, last in contiguous_ranges(ordered, set(plan.new)):

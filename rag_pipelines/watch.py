@@ -77,12 +77,12 @@ def watch_collections(paths: Paths, names: list[str] | None, debounce: float = 2
          f"{debounce:g}s after the last save")
     stop = stop or threading.Event()
     try:
-        index_collections(paths, list(chosen), on_plan=None)  # catch up on what changed while not watching
+        index_collections(paths, list(chosen), trigger="watch")  # catch up on what changed while not watching
         while not stop.is_set():
             stop.wait(0.2)
             batch = pending.take_if_quiet(debounce)
             if batch:
-                for s in index_collections(paths, list(batch), keys=batch):
+                for s in index_collections(paths, list(batch), keys=batch, trigger="watch"):
                     echo(s.line())
     finally:
         observer.stop()
