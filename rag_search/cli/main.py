@@ -8,6 +8,7 @@ from rag_search import __version__
 from rag_search.cli import admin
 from rag_search.cli.context import RagGroup
 from rag_search.cli.search_cmd import search
+from rag_search.cli.serve_cmd import serve
 
 
 class LocalRag(RagGroup):
@@ -41,3 +42,4 @@ cli.add_command(admin.collections)
 cli.add_command(admin.status)
 cli.add_command(admin.doctor)
 cli.add_command(admin.reembed)
+cli.add_command(serve)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
+import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from rag_search.errors import NotFound
+from rag_search.records import iso_utc
 from rag_search.store import migrations
 from rag_search.store.database import Store
 from rag_search.store.vectors import recorded_embedder
@@ -144,3 +147,112 @@ def status(store: Store) -> dict[str, Any]:
         "last_indexed": max((c.last_indexed for c in collections if c.last_indexed), default=None),
         "recent_failures": [f.to_dict() for f in failures(store, limit=10)],
     }
+
+
+def find_item(store: Store, path_or_id: str, collection: str | None = None) -> tuple[int, str]:
+    """(item id, collection) of an *indexed item* named by id, key or path; never touches the file system.
+
+    Only rows of the items table can match, so no path (traversal, symlink, anything) reaches a file.
+    """
+    ref = str(path_or_id).strip()
+    params: list[Any] = []
+    where = "1"
+    if collection:
+        where, params = "co.name = ?", [collection]
+        store.collection_id(collection)  # unknown collection → NotFound listing the known ones
+    base = f"SELECT i.id, co.name FROM items i JOIN collections co ON co.id = i.collection_id WHERE {where} AND "
+    candidates = []
+    if ref.removeprefix("item:").isdigit():
+        candidates = store.conn.execute(base + "i.id = ?", (*params, int(ref.removeprefix("item:")))).fetchall()
+    if not candidates:
+        expanded = os.path.expanduser(ref)
+        candidates = store.conn.execute(base + "(i.uri = ? OR i.key = ?)", (*params, expanded, ref)).fetchall()
+    if not candidates:
+        raise NotFound(f"'{ref}' is not an indexed item. Use a path or key from search results, or an item id "
+                       "(search first, e.g. rag_search / `local-rag search`).")
+    if len(candidates) > 1:
+        names = ", ".join(sorted(c for _, c in candidates))
+        raise NotFound(f"'{ref}' names items in several collections ({names}); say which collection.")
+    return candidates[0]
+
+
+def get_document(store: Store, path_or_id: str, collection: str | None = None) -> dict[str, Any]:
+    """The full text of one indexed item, rebuilt from its chunks (context lines and overlaps removed)."""
+    item_id, coll = find_item(store, path_or_id, collection)
+    row = store.conn.execute(
+        "SELECT key, uri, title, source_type, status, indexed_at FROM items WHERE id = ?", (item_id,)
+    ).fetchone()
+    chunks = store.conn.execute(
+        "SELECT text, title, heading_path, page, ts, tags, metadata FROM chunks WHERE item_id = ? ORDER BY idx",
+        (item_id,),
+    ).fetchall()
+    bodies = [_strip_context(text, title) for text, title, *_ in chunks]
+    first = chunks[0] if chunks else None
+    return {
+        "item_id": item_id, "collection": coll, "key": row[0], "uri": row[1], "title": row[2],
+        "source_type": row[3], "status": row[4], "indexed_at": row[5], "chunks": len(chunks),
+        "timestamp": iso_utc(first[4]) if first else None,
+        "tags": json.loads(first[5]) if first else [], "metadata": json.loads(first[6]) if first else {},
+        "text": _join_without_overlap(bodies),
+    }
+
+
+def _strip_context(text: str, title: str) -> str:
+    if title and text.startswith(title) and "\n\n" in text:
+        return text.split("\n\n", 1)[1]
+    return text
+
+
+def _join_without_overlap(parts: list[str], max_overlap: int = 2000) -> str:
+    out: list[str] = []
+    for part in parts:
+        if out:
+            prev = out[-1]
+            for n in range(min(len(prev), len(part), max_overlap), 20, -1):
+                if prev.endswith(part[:n]):
+                    part = part[n:].lstrip()
+                    break
+        if part:
+            out.append(part)
+    return "\n\n".join(out)
+
+
+def recent_items(store: Store, collection: str | None = None, days: int = 7, limit: int = 20) -> list[dict[str, Any]]:
+    """Items dated (or, if undated, indexed) within the last `days`, newest first."""
+    since = int(time.time()) - days * 86400
+    params: list[Any] = []
+    where = ""
+    if collection:
+        params.append(store.collection_id(collection))
+        where = " AND i.collection_id = ?"
+    rows = store.conn.execute(
+        "SELECT i.id, co.name, i.key, i.uri, i.title, i.source_type, "
+        "COALESCE(max(c.ts), CAST(strftime('%s', i.indexed_at) AS INTEGER)) AS t "
+        "FROM items i JOIN collections co ON co.id = i.collection_id LEFT JOIN chunks c ON c.item_id = i.id "
+        f"WHERE i.status = 'indexed'{where} GROUP BY i.id HAVING t >= ? ORDER BY t DESC LIMIT ?",
+        (*params, since, limit),
+    ).fetchall()
+    return [{"item_id": r[0], "collection": r[1], "key": r[2], "uri": r[3], "title": r[4], "source_type": r[5],
+             "timestamp": iso_utc(r[6])} for r in rows]
+
+
+def metadata_values(store: Store, per_key: int = 25) -> dict[str, dict[str, list[str]]]:
+    """Per collection, the metadata keys and their most frequent values (what filters can use)."""
+    rows = store.conn.execute(
+        "SELECT co.name, substr(f.name, 6), f.value, count(*) AS n FROM chunk_facets f "
+        "JOIN chunks c ON c.id = f.chunk_id JOIN collections co ON co.id = c.collection_id "
+        "WHERE f.name LIKE 'meta.%' GROUP BY 1, 2, 3 ORDER BY 1, 2, n DESC, 3"
+    ).fetchall()
+    out: dict[str, dict[str, list[str]]] = {}
+    for coll, key, value, _ in rows:
+        values = out.setdefault(coll, {}).setdefault(key, [])
+        if len(values) < per_key:
+            values.append(value)
+    return out
+
+
+def tag_counts(store: Store, limit: int = 200) -> list[tuple[str, int]]:
+    return store.conn.execute(
+        "SELECT value, count(DISTINCT c.item_id) FROM chunk_facets f JOIN chunks c ON c.id = f.chunk_id "
+        "WHERE f.name = 'tag' GROUP BY value ORDER BY 2 DESC, 1 LIMIT ?", (limit,)
+    ).fetchall()

@@ -1,0 +1,355 @@
+"""The MCP server (the only module that imports the `mcp` SDK): search tools and ingestion resources.
+
+One warm process: rag.db and the embedder are opened once and shared by every session. Tools are
+thin: parse arguments → one library call → JSON. Errors come back as tool errors that say what to do.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import json
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, Literal
+
+import anyio
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.transport_security import TransportSecuritySettings
+from mcp_types import ToolAnnotations
+
+from rag_search.config import Paths, Settings, load_settings
+from rag_search.embedders import Embedder, load_embedder
+from rag_search.errors import EmbedderMismatch, RagError
+from rag_search.records import Hit
+from rag_search.retrieval import Filters, SearchEngine, SearchRequest, parse_date
+from rag_search.retrieval.filters import build_where
+from rag_search.retrieval.related import related_items
+from rag_search.store import Store, reads
+
+OUTPUT_BUDGET_TOKENS = 8_000  # Claude Code rejects tool output over 25,000 tokens
+CHARS_PER_TOKEN = 4
+READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+INSTRUCTIONS = (
+    "local-rag searches the user's own notes, documents and files, indexed on this machine. Start with "
+    "rag_search (hybrid keyword + semantic); filter by collection, dates, tags, author or metadata; open a "
+    "whole item with rag_get_document; explore with rag_related. rag_list_collections shows what is indexed."
+)
+
+
+@dataclass
+class RagContext:
+    paths: Paths
+    settings: Settings
+    store: Store
+    embedder: Embedder
+    engine: SearchEngine
+
+
+_context: RagContext | None = None
+
+
+def open_context(paths: Paths | None = None) -> RagContext:
+    """Open the store and the embedder once per process (sessions share them)."""
+    global _context
+    if _context is None:
+        paths = paths or Paths.from_env()
+        settings = load_settings(paths.config)
+        store = Store.open(paths.db)
+        embedder = load_embedder(settings.embedder, paths)
+        _context = RagContext(paths, settings, store, embedder, SearchEngine(store, embedder, settings.search))
+        if store.embedder == (embedder.id, embedder.dimensions):
+            embedder.embed_query("warm up")  # load the model now, not on the first question
+    return _context
+
+
+def _ctx() -> RagContext:
+    return open_context()
+
+
+def _fail(exc: RagError) -> ToolError:
+    msg = str(exc)
+    if isinstance(exc, EmbedderMismatch):
+        msg += " (Ask the user to run that command in a terminal.)"
+    return ToolError(msg)
+
+
+async def _call(fn, *args, **kwargs):
+    """Run blocking library code off the event loop; our errors become tool errors."""
+    try:
+        return await anyio.to_thread.run_sync(partial(fn, *args, **kwargs))
+    except RagError as exc:
+        raise _fail(exc) from exc
+
+
+def budget_hits(hits: list[Hit], budget_tokens: int = OUTPUT_BUDGET_TOKENS) -> tuple[list[dict], str | None]:
+    """Hits as dicts within the output budget: full content first, then snippets, then nothing."""
+    out, used, trimmed = [], 0, 0
+    budget = budget_tokens * CHARS_PER_TOKEN
+    for hit in hits:
+        d = {"content": hit.text, "title": hit.title, "collection": hit.collection, "source": hit.uri,
+             "key": hit.key, "item_id": hit.item_id, "chunk_index": hit.chunk_index,
+             "heading": " > ".join(hit.heading_path) or None, "page": hit.page, "timestamp": hit.to_dict()["timestamp"],
+             "author": hit.author, "tags": list(hit.tags), "score": round(hit.score, 5)}
+        size = len(json.dumps(d, ensure_ascii=False))
+        if used + size > budget:
+            d["content"], trimmed = hit.snippet, trimmed + 1
+            size = len(json.dumps(d, ensure_ascii=False))
+            if used + size > budget:
+                break
+        out.append(d)
+        used += size
+    dropped = len(hits) - len(out)
+    note = None
+    if trimmed or dropped:
+        note = (f"Output kept under ~{budget_tokens} tokens: {trimmed} hit(s) show a snippet instead of the full "
+                f"chunk{f', {dropped} more hit(s) omitted' if dropped else ''}. Use rag_get_document(path_or_id) "
+                "for a whole item, or a smaller top_k.")
+    return out, note
+
+
+def search_tool(query: str, collection: str | None = None, collections: list[str] | None = None,
+                top_k: int | None = None, mode: str = "hybrid", source_type: str | list[str] | None = None,
+                date_from: str | None = None, date_to: str | None = None, author: str | None = None,
+                participants: list[str] | None = None, tags: list[str] | None = None,
+                path_prefix: str | None = None, metadata: dict[str, Any] | None = None) -> dict[str, Any]:
+    ctx = _ctx()
+    names = tuple(dict.fromkeys(([collection] if collection else []) + list(collections or [])))
+    types = (source_type,) if isinstance(source_type, str) else tuple(source_type or ())
+    filters = Filters(collections=names, source_types=types, date_from=parse_date(date_from),
+                      date_to=parse_date(date_to, end=True), author=author, participants=tuple(participants or ()),
+                      tags=tuple(tags or ()), path_prefix=path_prefix, metadata=dict(metadata or {}))
+    result = ctx.engine.search(SearchRequest(query, top_k=top_k, mode=mode, filters=filters))  # type: ignore[arg-type]
+    if result.chunks_in_index == 0:
+        if not reads.list_collections(ctx.store):
+            raise RagError("The index is empty. Index something first: call rag_index(collection, path) with a "
+                           "folder, or run `local-rag index project NAME PATH` in a terminal.")
+        return {"hits": [], "note": "Nothing is indexed in these collections yet."}
+    hits, note = budget_hits(result.hits)
+    out: dict[str, Any] = {"query": query, "mode": mode, "hits": hits}
+    if note:
+        out["note"] = note
+    if not hits:
+        out["note"] = "No matches. Try other words, mode='semantic', or fewer filters."
+    return out
+
+
+def metadata_schema(store: Store) -> dict[str, Any]:
+    """JSON schema of the metadata filter, with the keys and values that occur in the index."""
+    keys: dict[str, set[str]] = {}
+    for per_key in reads.metadata_values(store).values():
+        for key, values in per_key.items():
+            keys.setdefault(key, set()).update(values)
+    props = {k: {"anyOf": [{"type": "string", "enum": sorted(v)},
+                           {"type": "array", "items": {"type": "string", "enum": sorted(v)}}]}
+             for k, v in sorted(keys.items())}
+    return {"anyOf": [{"type": "object", "properties": props, "additionalProperties": False}, {"type": "null"}],
+            "default": None,
+            "description": "Metadata filters: key → value or list of accepted values. Only these keys and values occur."}
+
+
+class RagServer(MCPServer):
+    """MCPServer whose rag_search schema lists the metadata keys and values currently in the index."""
+
+    async def list_tools(self):
+        tool = self._tool_manager.get_tool("rag_search")
+        if tool is not None and _context is not None:
+            with _context.store.lock:
+                tool.parameters["properties"]["metadata"] = metadata_schema(_context.store)
+        return await super().list_tools()
+
+
+@asynccontextmanager
+async def _lifespan(server):
+    yield await anyio.to_thread.run_sync(open_context)
+
+
+def build_server() -> MCPServer:
+    mcp = RagServer(name="local-rag", instructions=INSTRUCTIONS, lifespan=_lifespan)
+
+    @mcp.tool(annotations=READ_ONLY)
+    async def rag_search(query: str, collection: str | None = None, collections: list[str] | None = None,
+                         top_k: int | None = None, mode: Literal["hybrid", "keyword", "semantic"] = "hybrid",
+                         source_type: str | list[str] | None = None, date_from: str | None = None,
+                         date_to: str | None = None, author: str | None = None,
+                         participants: list[str] | None = None, tags: list[str] | None = None,
+                         path_prefix: str | None = None, metadata: dict[str, str | list[str]] | None = None) -> dict:
+        """Search the user's indexed notes and documents (all collections unless one is named).
+
+        Hybrid keyword + semantic by default; quote "exact phrases". Dates: YYYY, YYYY-MM, YYYY-MM-DD or 7d/2w/3m/1y
+        (inclusive). tags: all must match ('a' matches nested 'a/b'). Each hit has content, title, collection,
+        source path, chunk index, heading/page, timestamp and score.
+        """
+        return await _call(search_tool, query, collection, collections, top_k, mode, source_type, date_from,
+                           date_to, author, participants, tags, path_prefix, metadata)
+
+    @mcp.tool(annotations=READ_ONLY)
+    async def rag_list_collections() -> dict:
+        """The indexed collections: name, kind, description, item and chunk counts, last indexed time."""
+        rows = await _call(reads.list_collections, _ctx().store)
+        return {"collections": [r.to_dict() for r in rows]}
+
+    @mcp.tool(annotations=READ_ONLY)
+    async def rag_collection_info(collection: str) -> dict:
+        """One collection: items by source type, chunk count, failures, sample titles."""
+        return await _call(reads.collection_info, _ctx().store, collection)
+
+    @mcp.tool(annotations=READ_ONLY)
+    async def rag_get_document(path_or_id: str, collection: str | None = None) -> dict:
+        """The full text of one indexed item, by item id, key or source path from search results.
+
+        Only indexed items can be read; any other path is refused.
+        """
+        return await _call(reads.get_document, _ctx().store, path_or_id, collection)
+
+    @mcp.tool(annotations=READ_ONLY)
+    async def rag_related(path_or_id: str, top_k: int = 10) -> dict:
+        """Items similar to an item (by its chunk vectors), plus the notes it links to and that link to it."""
+        def run():
+            item_id, _ = reads.find_item(_ctx().store, path_or_id)
+            return related_items(_ctx().store, item_id, top_k)
+
+        return await _call(run)
+
+    @mcp.tool(annotations=READ_ONLY)
+    async def rag_search_by_tag(tag: str, query: str | None = None, top_k: int = 10) -> dict:
+        """Items with a tag (nested tags included), optionally ranked by a query; without one, the newest."""
+        if query:
+            return await _call(search_tool, query, top_k=top_k, tags=[tag])
+        return await _call(_tagged, tag, top_k)
+
+    @mcp.tool(annotations=READ_ONLY)
+    async def rag_list_recent(collection: str | None = None, days: int = 7, limit: int = 20) -> dict:
+        """Items dated (or indexed) within the last `days` days, newest first."""
+        return {"items": await _call(reads.recent_items, _ctx().store, collection, days, limit)}
+
+    @mcp.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True,
+                                          open_world_hint=False))
+    async def rag_index(collection: str, path: str | None = None) -> dict:
+        """Index a configured collection, or a folder (path) as a new project collection; returns counts.
+
+        Runs the same Dagster pipelines as `local-rag index` (the run is recorded in the Dagster instance).
+        """
+        return await _call(_index, collection, path)
+
+    @mcp.tool(annotations=READ_ONLY)
+    async def rag_status() -> dict:
+        """Overall index statistics, the index's embedder, last index time and recent failures."""
+        return await _call(reads.status, _ctx().store)
+
+    _resources(mcp)
+    return mcp
+
+
+def _tagged(tag: str, top_k: int) -> dict:
+    ctx = _ctx()
+    with ctx.store.lock:
+        where = build_where(Filters(tags=(tag,)))
+        rows = ctx.store.conn.execute(
+            "SELECT DISTINCT c.item_id, max(c.ts) AS t FROM chunks c JOIN items i ON i.id = c.item_id "
+            f"WHERE {where.sql} GROUP BY c.item_id ORDER BY t DESC LIMIT ?", (*where.params, top_k)).fetchall()
+        items = [reads.get_document(ctx.store, str(r[0])) for r in rows]
+    return {"tag": tag, "items": [{k: v for k, v in d.items() if k != "text"} | {"excerpt": d["text"][:400]}
+                                  for d in items]}
+
+
+def _index(collection: str, path: str | None) -> dict:
+    from rag_pipelines.runs import index_collections  # lazily: only this tool needs Dagster
+
+    ctx = _ctx()
+    if path:
+        from pathlib import Path
+
+        from rag_pipelines.config import CollectionConfig, register_collection
+
+        folder = Path(path).expanduser()
+        if not folder.is_dir():
+            raise RagError(f"{folder} is not a folder. Give the absolute path of a folder to index.")
+        register_collection(ctx.paths, CollectionConfig.model_validate(
+            {"name": collection, "kind": "project", "sources": [{"type": "project", "paths": [str(folder)]}]}))
+    [summary] = index_collections(ctx.paths, [collection], trigger="mcp")
+    o = summary.outcomes
+    return {"collection": collection, "indexed": o.get("indexed", 0), "updated": o.get("indexed", 0),
+            "skipped": summary.unchanged, "failed": o.get("failed", 0), "deleted": o.get("deleted", 0),
+            "runs": summary.run_ids, "failures": summary.failures}
+
+
+def _resources(mcp: MCPServer) -> None:
+    def as_json(value: Any) -> str:
+        return json.dumps(value, ensure_ascii=False, indent=1, default=str)
+
+    @mcp.resource("rag://stats", mime_type="application/json", description="Collections, counts, size, embedder.")
+    def stats() -> str:
+        return as_json(reads.status(_ctx().store))
+
+    @mcp.resource("ingestion://status", mime_type="application/json", description="Totals and last index run.")
+    def ingestion_status() -> str:
+        st = reads.status(_ctx().store)
+        return as_json({"totals": st["totals"], "last_indexed": st["last_indexed"], "embedder": st["embedder"],
+                        "collections": {c["name"]: {"items": c["items"], "failed": c["failed"],
+                                                    "last_indexed": c["last_indexed"]} for c in st["collections"]}})
+
+    @mcp.resource("ingestion://failures", mime_type="application/json", description="Items that failed to index.")
+    def ingestion_failures() -> str:
+        return as_json([f.to_dict() for f in reads.failures(_ctx().store, limit=100)])
+
+    @mcp.resource("ingestion://metadata", mime_type="application/json",
+                  description="Metadata keys and example values per collection (usable as rag_search filters).")
+    def ingestion_metadata() -> str:
+        return as_json(reads.metadata_values(_ctx().store))
+
+
+# -- transports --------------------------------------------------------------------------------
+
+def serve_stdio() -> None:
+    build_server().run("stdio")
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def http_app(host: str = "127.0.0.1", port: int = 8765, token: str | None = None):
+    """The streamable-HTTP ASGI app: Host/Origin checked against DNS rebinding, optional bearer token."""
+    names = {"127.0.0.1", "localhost", "[::1]", host}
+    security = TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[f"{n}:*" for n in names] + list(names),
+        allowed_origins=[f"http://{n}:*" for n in names] + [f"http://{n}" for n in names],
+    )
+    app = build_server().streamable_http_app(transport_security=security, host=host)
+    return BearerAuth(app, token) if token else app
+
+
+class BearerAuth:
+    """ASGI middleware: every HTTP request must carry `Authorization: Bearer <token>`."""
+
+    def __init__(self, app, token: str):
+        self.app, self.expected = app, f"Bearer {token}".encode()
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http":
+            given = dict(scope.get("headers") or []).get(b"authorization", b"")
+            if not hmac.compare_digest(given, self.expected):
+                body = b'{"error": "missing or wrong bearer token (Authorization: Bearer <token>)"}'
+                await send({"type": "http.response.start", "status": 401,
+                            "headers": [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")]})
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)
+
+
+def serve_http(host: str, port: int, token: str | None) -> None:
+    import uvicorn
+
+    if not is_loopback(host) and not token:
+        raise RagError(f"Serving on {host} exposes your index to the network. Pass --token (or LOCAL_RAG_MCP_TOKEN), "
+                       "or bind to 127.0.0.1.")
+    uvicorn.run(http_app(host, port, token), host=host, port=port, log_level="warning")
