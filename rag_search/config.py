@@ -37,7 +37,7 @@ class EmbedderSettings(_Section):
         None, description="Ollama model name (default bge-m3). Ignored by the builtin embedder."
     )
     batch_size: int | None = Field(
-        None, ge=1, le=512, description="Texts per embedding call (default: builtin 16, ollama 32)."
+        None, ge=1, le=512, description="Texts per embedding call (default: builtin 4, ollama 32)."
     )
     timeout_seconds: float = Field(
         120.0, gt=0, description="Ollama: seconds one batch may take before it is abandoned."

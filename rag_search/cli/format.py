@@ -37,8 +37,9 @@ def render_hits(result: SearchResult, explain: bool = False) -> str:
     if explain:
         lines.append(click.style("explain", dim=True))
         lines.append(f"  mode: {result.request.mode}   chunks in scope: {result.chunks_in_index}")
-        lines.append(f"  keyword MATCH: {result.keyword_expression or '(no searchable terms)'}")
-        if result.keyword_dropped:
+        skipped = "(skipped: every word is in too many chunks to rank)" if result.keyword_dropped else None
+        lines.append(f"  keyword MATCH: {result.keyword_expression or skipped or '(no searchable terms)'}")
+        if result.keyword_dropped and result.keyword_expression:
             lines.append(f"  common words left out of MATCH: {', '.join(result.keyword_dropped)}")
         lines.append(f"  vector plan: {result.vector_plan or '(not run)'}")
         lines.append("  timings ms: " + ", ".join(f"{k} {v}" for k, v in result.timings_ms.items()))

@@ -25,6 +25,8 @@ NO_FILTER = SqlFilter("1", ())
 # enough pass, they are exactly the filtered top candidates (scores do not depend on filters); when
 # too few pass (a selective filter), the filter goes into the retriever's own query instead.
 OVERFETCH = 4
+KEYWORD_OVERFETCH = 20  # FTS5 ranks every match whatever the LIMIT, so a wide over-fetch costs little
+MIN_PASS_RATE = 0.1  # below this share passing, the filter goes into the KNN instead of widening it
 
 
 @dataclass(frozen=True)
@@ -102,19 +104,22 @@ class SearchEngine:
         return self.store.conn.execute(sql, coll_ids).fetchone()[0]
 
     def _keyword(self, terms, filters: Filters, coll_ids, limit: int, result: SearchResult) -> list[int]:
+        mode = result.request.mode
         t0 = time.perf_counter()
         n_total = self.store.conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
         if n_total != self._df_cache_size:  # document frequencies are only valid for one index state
             self._df_cache, self._df_cache_size = {}, n_total
         where = build_where(filters, coll_ids)
         conn = self.store.conn
-        run = keyword.search(conn, terms, NO_FILTER, limit * OVERFETCH, n_total, self._df_cache)
+        hybrid = mode == "hybrid"
+        wanted = limit if where.empty else limit * KEYWORD_OVERFETCH
+        run = keyword.search(conn, terms, NO_FILTER, wanted, n_total, self._df_cache, may_skip=hybrid)
         if not where.empty:
             passed = passing(conn, run.ids, where)
-            if len(passed) >= limit or len(run.ids) < limit * OVERFETCH:
+            if len(passed) >= limit or len(run.ids) < wanted:
                 run.ids = [i for i in run.ids if i in passed]
             else:  # too few of the unfiltered best pass: filter inside the FTS query itself
-                run = keyword.search(conn, terms, where, limit, n_total, self._df_cache)
+                run = keyword.search(conn, terms, where, limit, n_total, self._df_cache, may_skip=hybrid)
         result.keyword_expression, result.keyword_dropped = run.expression, run.dropped
         result.timings_ms["keyword"] = _ms(t0)
         return run.ids[:limit]
@@ -134,8 +139,16 @@ class SearchEngine:
         rows = vector.run(conn, qvec, vplan, vplan.k if not rest.empty else limit)
         ids = [cid for cid, _ in rows]
         if not rest.empty:
-            passed = passing(conn, ids, rest)
-            ids = [i for i in ids if i in passed]
+            ok = passing(conn, ids, rest)
+            ids = [i for i in ids if i in ok]
+            rate = len(ids) / max(len(rows), 1)
+            if len(ids) < limit and len(rows) >= vplan.k and rate >= MIN_PASS_RATE:
+                # a fair share passes: a wider unfiltered KNN sized by that share usually suffices
+                vplan = vector.plan(qvec, limit, scope, coll_ids, NO_FILTER, k=int(vplan.k * limit / max(len(ids), 1) * 1.5))
+                rows = vector.run(conn, qvec, vplan, vplan.k)
+                wider = [cid for cid, _ in rows]
+                ok = passing(conn, wider, rest)
+                ids = [i for i in wider if i in ok]
             if len(ids) < limit and len(rows) >= vplan.k:  # too few pass: filter inside the KNN itself
                 vplan = vector.plan(qvec, limit, scope, coll_ids, rest)
                 ids = [cid for cid, _ in vector.run(conn, qvec, vplan, limit)]

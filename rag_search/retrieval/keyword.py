@@ -72,6 +72,7 @@ def match_expression(terms: list[Term]) -> str | None:
 
 COMMON_MIN_DOCS = 5_000  # a word is "common" if it is in more chunks than this
 COMMON_FRACTION = 0.05  # ... and in more than this share of all chunks
+UNRANKABLE_FRACTION = 0.2  # all-common words matching more than this share: no keyword ranking in hybrid
 
 
 @dataclass
@@ -82,8 +83,13 @@ class KeywordRun:
 
 
 def search(conn: Any, terms: list[Term], where: SqlFilter, limit: int, n_total: int,
-           df_cache: dict[str, int]) -> KeywordRun:
-    """Chunk ids best first for the terms, with common words pruned on large indexes."""
+           df_cache: dict[str, int], may_skip: bool = False) -> KeywordRun:
+    """Chunk ids best first for the terms, with common words pruned on large indexes.
+
+    may_skip (hybrid search): when every word is common and together they still match more than
+    UNRANKABLE_FRACTION of the index (estimated), BM25 cannot tell those chunks apart — the keyword
+    side is skipped and the vector side carries the query.
+    """
     run = KeywordRun()
     if not terms:
         return run
@@ -96,6 +102,12 @@ def search(conn: Any, terms: list[Term], where: SqlFilter, limit: int, n_total: 
     if rare:
         run.expression, run.dropped = match_expression(rare), [t.text for t in common]
     else:
+        share = 1.0
+        for t in common:
+            share *= df_cache[t.text] / n_total
+        if may_skip and share > UNRANKABLE_FRACTION:
+            run.dropped = [t.text for t in common]
+            return run
         run.expression = " AND ".join(t.fts() for t in common)
         run.ids = [r[0] for r in conn.execute(sql, (run.expression, *where.params, limit))]
         if len(run.ids) >= limit:

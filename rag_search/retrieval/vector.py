@@ -19,7 +19,7 @@ from rag_search.retrieval.filters import SqlFilter
 from rag_search.store.vectors import as_blob, fetch_vectors
 
 EXACT_SCOPE_LIMIT = 20_000  # up to this many chunks in scope, KNN is exact over float vectors
-COARSE_FACTOR = 2  # binary candidates per wanted result, before rescoring
+COARSE_FACTOR = 2  # binary candidates per wanted result, before rescoring (see bench/vector_recall.py)
 COARSE_MIN = 100
 
 
@@ -32,13 +32,13 @@ class VectorPlan:
 
 
 def plan(query: np.ndarray, limit: int, scope_size: int, collection_ids: tuple[int, ...], rest: SqlFilter,
-         overfetch: int = 1) -> VectorPlan:
+         overfetch: int = 1, k: int | None = None) -> VectorPlan:
     """The KNN statement for a query vector: which column, how many neighbours, which constraints.
 
     `overfetch` widens an exact search; a binary search already returns all its coarse candidates rescored.
     """
     exact = scope_size <= EXACT_SCOPE_LIMIT
-    k = limit * overfetch if exact else max(limit * COARSE_FACTOR, COARSE_MIN)
+    k = k or (limit * overfetch if exact else max(limit * COARSE_FACTOR, COARSE_MIN))
     blob = as_blob(query)
     if exact:
         match, params = "v.embedding MATCH ?", [blob]
