@@ -21,6 +21,7 @@ def _run(app: App, names: list[str] | None, force: bool, as_json: bool) -> None:
     bars: dict = {}
 
     def on_plan(name, plan):
+        _close_bar(bars)
         total = len(plan.new) + len(plan.changed) + len(plan.deleted)
         click.echo(f"{name}: {len(plan.entries)} files; {len(plan.new)} new, {len(plan.changed)} changed, "
                    f"{len(plan.deleted)} deleted", err=True)
@@ -37,19 +38,11 @@ def _run(app: App, names: list[str] | None, force: bool, as_json: bool) -> None:
 
     progress.listen(tick)
     try:
-        summaries = index_collections(app.paths, names, force=force, on_plan=_closing(on_plan, bars))
+        summaries = index_collections(app.paths, names, force=force, on_plan=on_plan)
     finally:
         progress.unlisten(tick)
         _close_bar(bars)
     _report(summaries, as_json)
-
-
-def _closing(on_plan, bars):
-    def wrapped(name, plan):
-        _close_bar(bars)
-        on_plan(name, plan)
-
-    return wrapped
 
 
 def _close_bar(bars: dict) -> None:

@@ -18,6 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from rag_search.config import Paths, Settings, describe_validation_error, load_settings
 from rag_search.errors import ConfigError
 
+from rag_pipelines.sources.globs import translate
+
 DEFAULT_EXCLUDES = (".obsidian/**", ".trash/**", ".git/**", "**/.*", "**/.*/**", "node_modules/**",
                     "**/node_modules/**", "__pycache__/**", "**/__pycache__/**", ".venv/**", "**/.venv/**")
 TEXT_SUFFIXES = ("md", "markdown", "canvas", "txt", "pdf", "docx", "html", "htm", "epub", "csv", "json", "yaml", "yml", "rst")
@@ -86,34 +88,8 @@ class CollectionConfig(_Model):
 @lru_cache(maxsize=256)
 def compile_capture(pattern: str) -> re.Pattern:
     """notes/(?<area>[^/]+)/**/*.md → a regex over the relative POSIX path (** any depth, * one segment)."""
-    out, i = [], 0
-    while i < len(pattern):
-        if pattern.startswith("(?<", i):
-            depth, j = 0, i
-            while j < len(pattern):
-                depth += {"(": 1, ")": -1}.get(pattern[j], 0)
-                j += 1
-                if depth == 0:
-                    break
-            out.append("(?P<" + pattern[i + 3 : j])
-            i = j
-        elif pattern.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif pattern.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif pattern[i] == "*":
-            out.append("[^/]*")
-            i += 1
-        elif pattern[i] == "?":
-            out.append("[^/]")
-            i += 1
-        else:
-            out.append(re.escape(pattern[i]))
-            i += 1
     try:
-        return re.compile("^" + "".join(out) + "$")
+        return re.compile("^" + translate(pattern) + "$")
     except re.error as exc:
         raise ValueError(f"not a valid pattern: {exc}") from exc
 

@@ -1,4 +1,5 @@
-"""Glob patterns over relative POSIX paths: `**` any depth, `*` one segment, `?` one character."""
+"""Glob patterns over relative POSIX paths: `**` any depth, `*` one segment, `?` one character,
+and `(?<name>...)` named captures (for path patterns whose captures become metadata)."""
 
 from __future__ import annotations
 
@@ -6,11 +7,20 @@ import re
 from functools import lru_cache
 
 
-@lru_cache(maxsize=512)
-def glob_regex(pattern: str) -> re.Pattern:
+def translate(pattern: str) -> str:
+    """A glob as regex source; named captures `(?<name>re)` pass through as `(?P<name>re)`."""
     out, i = [], 0
     while i < len(pattern):
-        if pattern.startswith("**/", i):
+        if pattern.startswith("(?<", i):
+            depth, j = 0, i
+            while j < len(pattern):
+                depth += {"(": 1, ")": -1}.get(pattern[j], 0)
+                j += 1
+                if depth == 0:
+                    break
+            out.append("(?P<" + pattern[i + 3 : j])
+            i = j
+        elif pattern.startswith("**/", i):
             out.append("(?:.*/)?")
             i += 3
         elif pattern.startswith("**", i):
@@ -25,7 +35,12 @@ def glob_regex(pattern: str) -> re.Pattern:
         else:
             out.append(re.escape(pattern[i]))
             i += 1
-    return re.compile("^" + "".join(out) + "$", re.IGNORECASE)
+    return "".join(out)
+
+
+@lru_cache(maxsize=512)
+def glob_regex(pattern: str) -> re.Pattern:
+    return re.compile("^" + translate(pattern) + "$", re.IGNORECASE)
 
 
 class GlobSet:
