@@ -23,7 +23,7 @@ from rag_pipelines.config import CollectionConfig
 from rag_pipelines.sources.files import FileEntry, captured_metadata, root_labels, scan_collection
 from rag_pipelines.sources.keys import path_key
 
-BATCH_ITEMS = 32
+BATCH_ITEMS = 128  # items whose chunks are embedded together: bigger groups sort by length better
 PLAIN_TYPES = {"text", "csv", "json", "yaml"}
 ItemListener = Callable[[str, str], None]  # (key, outcome) with outcome indexed|unchanged|failed|deleted
 

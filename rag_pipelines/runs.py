@@ -14,6 +14,7 @@ from rag_pipelines.config import load_collections
 from rag_pipelines.sync import SyncPlan, plan_sync
 
 PlanListener = Callable[[str, SyncPlan], None]
+CLI_RANGE_MAX = 5_000  # keys per in-process range run (sensor runs stay smaller for the daemon's queue)
 
 
 @dataclass
@@ -82,7 +83,7 @@ def index_collections(paths: Paths, names: list[str] | None = None, *, force: bo
         tags = {"local_rag/trigger": trigger}
         try:
             ordered = instance.get_dynamic_partitions(c.partitions.name)
-            for first, last in contiguous_ranges(ordered, set(plan.new)):
+            for first, last in contiguous_ranges(ordered, set(plan.new), CLI_RANGE_MAX):
                 job = defs.resolve_job_def(c.index_job.name)
                 summary.run_ids.append(_execute(job, instance, tags={**tags, **range_tags(first, last)}))
             if plan.changed or plan.deleted:
