@@ -60,8 +60,9 @@ class BuiltinEmbedder:
     dimensions = DIMENSIONS
     max_input_tokens = MAX_TOKENS
 
-    def __init__(self, batch_size: int | None = None, threads: int | None = None):
+    def __init__(self, batch_size: int | None = None, threads: int | None = None, low_memory: bool = False):
         self.batch_size = batch_size or DEFAULT_BATCH
+        self.low_memory = low_memory
         self.threads = threads or os.cpu_count() or 1
         from tokenizers import Tokenizer
 
@@ -80,8 +81,9 @@ class BuiltinEmbedder:
         model = packaged_file(*MODEL_FILE)
         verify_sha256(model, MODEL_SHA256)
         opts = ort.SessionOptions()
-        # BASIC is as fast as ALL on this int8 model; without constant folding the int8 weights are not
-        # expanded to float at load (+41 MB instead of +212 MB resident) at no measurable speed cost.
+        # BASIC is as fast as ALL on this int8 model. low_memory (indexing) skips constant folding: the int8
+        # weights are not expanded to float at load (+41 MB instead of +212 MB resident), at no measurable
+        # cost for batches — but a single short query then takes ~4x longer, so searching keeps folding.
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
         opts.intra_op_num_threads = self.threads
         opts.inter_op_num_threads = 1
@@ -89,7 +91,7 @@ class BuiltinEmbedder:
         opts.log_severity_level = 3
         try:
             return ort.InferenceSession(str(model), sess_options=opts, providers=["CPUExecutionProvider"],
-                                        disabled_optimizers=["ConstantFolding"])
+                                        disabled_optimizers=["ConstantFolding"] if self.low_memory else None)
         except Exception as exc:
             raise EmbedderError(f"onnxruntime could not load {model}: {exc}. Run `local-rag doctor`.") from exc
 
