@@ -106,7 +106,7 @@ class SearchEngine:
     def _keyword(self, terms, filters: Filters, coll_ids, limit: int, result: SearchResult) -> list[int]:
         mode = result.request.mode
         t0 = time.perf_counter()
-        n_total = self.store.conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
+        n_total = result.chunks_in_index if not coll_ids else self._scope_size(())
         if n_total != self._df_cache_size:  # document frequencies are only valid for one index state
             self._df_cache, self._df_cache_size = {}, n_total
         where = build_where(filters, coll_ids)
