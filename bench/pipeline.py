@@ -79,7 +79,7 @@ def embed_only(home: Path) -> tuple[float, int]:
     texts = [r[0] for r in store.conn.execute("SELECT text FROM chunks ORDER BY id")]
     store.close()
     t0 = time.perf_counter()
-    emb = BuiltinEmbedder(low_memory=True)  # the pipeline's own embedder settings
+    emb = BuiltinEmbedder()
     emb.embed_documents(texts)
     return time.perf_counter() - t0, len(texts)
 

@@ -248,7 +248,7 @@ def _tagged(tag: str, top_k: int) -> dict:
     with ctx.store.lock:
         where = build_where(Filters(tags=(tag,)))
         rows = ctx.store.conn.execute(
-            "SELECT DISTINCT c.item_id, max(c.ts) AS t FROM chunks c JOIN items i ON i.id = c.item_id "
+            "SELECT c.item_id, max(c.ts) AS t FROM chunks c JOIN items i ON i.id = c.item_id "
             f"WHERE {where.sql} GROUP BY c.item_id ORDER BY t DESC LIMIT ?", (*where.params, top_k)).fetchall()
         items = [reads.get_document(ctx.store, str(r[0])) for r in rows]
     return {"tag": tag, "items": [{k: v for k, v in d.items() if k != "text"} | {"excerpt": d["text"][:400]}

@@ -123,6 +123,13 @@ class Hit:
         }
 
 
+def chunk_body(text: str, title: str) -> str:
+    """A chunk's text without its context line (title > headings) that the chunker puts first."""
+    if title and text.startswith(title) and "\n\n" in text:
+        return text.split("\n\n", 1)[1]
+    return text
+
+
 def iso_utc(ts: int | None) -> str | None:
     if ts is None:
         return None

@@ -90,10 +90,3 @@ def test_ollama_batch_timeout_is_reported():
         with pytest.raises(EmbedderError, match="timeout_seconds"):
             OllamaEmbedder(server.host, timeout_seconds=0.3).embed_query("x")
 
-
-def test_low_memory_mode_gives_the_same_vectors(builtin_embedder):
-    from rag_search.embedders.builtin import BuiltinEmbedder
-
-    texts = ["Sourdough needs a lively starter.", "kube-proxy crashed after the upgrade"]
-    lean = BuiltinEmbedder(low_memory=True).embed_documents(texts)
-    np.testing.assert_allclose(lean, builtin_embedder.embed_documents(texts), atol=2e-3)

@@ -39,7 +39,7 @@ class RagResource(dg.ConfigurableResource):
         settings = load_settings(paths.config).embedder
         key = ("embedder", settings.model_dump_json(), paths.ollama_host)
         if key not in _open:
-            _open[key] = load_embedder(settings, paths, for_indexing=True)
+            _open[key] = load_embedder(settings, paths)
         return _open[key]  # type: ignore[return-value]
 
 

@@ -6,11 +6,8 @@ from rag_search.config import EmbedderSettings, Paths
 from rag_search.embedders.base import Embedder
 
 
-def load_embedder(settings: EmbedderSettings, paths: Paths | None = None, for_indexing: bool = False) -> Embedder:
-    """The embedder the settings choose; nothing heavy is loaded until it is first used.
-
-    for_indexing trades single-query speed for a smaller memory footprint (bulk embedding).
-    """
+def load_embedder(settings: EmbedderSettings, paths: Paths | None = None) -> Embedder:
+    """The embedder the settings choose; nothing heavy is loaded until it is first used."""
     if settings.provider == "ollama":
         from rag_search.embedders.ollama import OllamaEmbedder
 
@@ -18,7 +15,7 @@ def load_embedder(settings: EmbedderSettings, paths: Paths | None = None, for_in
         return OllamaEmbedder(host, settings.model, settings.batch_size, settings.timeout_seconds)
     from rag_search.embedders.builtin import BuiltinEmbedder
 
-    return BuiltinEmbedder(batch_size=settings.batch_size, threads=settings.threads, low_memory=for_indexing)
+    return BuiltinEmbedder(batch_size=settings.batch_size, threads=settings.threads)
 
 
 __all__ = ["Embedder", "load_embedder"]

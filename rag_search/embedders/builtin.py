@@ -60,9 +60,8 @@ class BuiltinEmbedder:
     dimensions = DIMENSIONS
     max_input_tokens = MAX_TOKENS
 
-    def __init__(self, batch_size: int | None = None, threads: int | None = None, low_memory: bool = False):
+    def __init__(self, batch_size: int | None = None, threads: int | None = None):
         self.batch_size = batch_size or DEFAULT_BATCH
-        self.low_memory = low_memory
         self.threads = threads or os.cpu_count() or 1
         from tokenizers import Tokenizer
 
@@ -81,17 +80,16 @@ class BuiltinEmbedder:
         model = packaged_file(*MODEL_FILE)
         verify_sha256(model, MODEL_SHA256)
         opts = ort.SessionOptions()
-        # BASIC is as fast as ALL on this int8 model. low_memory (indexing) skips constant folding: the int8
-        # weights are not expanded to float at load (+41 MB instead of +212 MB resident), at no measurable
-        # cost for batches — but a single short query then takes ~4x longer, so searching keeps folding.
+        # BASIC is as fast as ALL on this int8 model. Constant folding stays on: without it the resident size
+        # at load is smaller but the peak while embedding is not, and embedding is slower
+        # (bench/embedder_memory.py).
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
         opts.intra_op_num_threads = self.threads
         opts.inter_op_num_threads = 1
         opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         opts.log_severity_level = 3
         try:
-            return ort.InferenceSession(str(model), sess_options=opts, providers=["CPUExecutionProvider"],
-                                        disabled_optimizers=["ConstantFolding"] if self.low_memory else None)
+            return ort.InferenceSession(str(model), sess_options=opts, providers=["CPUExecutionProvider"])
         except Exception as exc:
             raise EmbedderError(f"onnxruntime could not load {model}: {exc}. Run `local-rag doctor`.") from exc
 

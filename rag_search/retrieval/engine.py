@@ -10,7 +10,7 @@ from typing import Literal
 from rag_search.config import SearchSettings
 from rag_search.embedders.base import Embedder
 from rag_search.errors import QueryError
-from rag_search.records import Hit
+from rag_search.records import Hit, chunk_body
 from rag_search.retrieval import keyword, vector
 from rag_search.retrieval.filters import Filters, SqlFilter, build_where, passing
 from rag_search.retrieval.fusion import rrf
@@ -177,20 +177,13 @@ class SearchEngine:
             hits.append(
                 Hit(
                     chunk_id=r[0], item_id=r[1], collection=r[2], source_type=r[3], key=r[4], uri=r[5],
-                    title=r[6], text=r[7], snippet=snippet(_body(r[7], r[6]), pattern), chunk_index=r[8],
+                    title=r[6], text=r[7], snippet=snippet(chunk_body(r[7], r[6]), pattern), chunk_index=r[8],
                     heading_path=tuple(json.loads(r[9])), page=r[10], ts=r[11], author=r[12],
                     tags=tuple(json.loads(r[13])), metadata=json.loads(r[14]), score=f.score,
                     vector_rank=f.ranks.get("vector"), keyword_rank=f.ranks.get("keyword"),
                 )
             )
         return hits
-
-
-def _body(text: str, title: str) -> str:
-    """A chunk's text without its context line (title > headings), for snippets."""
-    if title and text.startswith(title) and "\n\n" in text:
-        return text.split("\n\n", 1)[1]
-    return text
 
 
 def _ms(t0: float) -> float:

@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from rag_search.errors import NotFound
-from rag_search.records import iso_utc
+from rag_search.records import chunk_body, iso_utc
 from rag_search.store import migrations
 from rag_search.store.database import Store
 from rag_search.store.vectors import recorded_embedder
@@ -186,7 +186,7 @@ def get_document(store: Store, path_or_id: str, collection: str | None = None) -
         "SELECT text, title, heading_path, page, ts, tags, metadata FROM chunks WHERE item_id = ? ORDER BY idx",
         (item_id,),
     ).fetchall()
-    bodies = [_strip_context(text, title) for text, title, *_ in chunks]
+    bodies = [chunk_body(text, title) for text, title, *_ in chunks]
     first = chunks[0] if chunks else None
     return {
         "item_id": item_id, "collection": coll, "key": row[0], "uri": row[1], "title": row[2],
@@ -195,12 +195,6 @@ def get_document(store: Store, path_or_id: str, collection: str | None = None) -
         "tags": json.loads(first[5]) if first else [], "metadata": json.loads(first[6]) if first else {},
         "text": _join_without_overlap(bodies),
     }
-
-
-def _strip_context(text: str, title: str) -> str:
-    if title and text.startswith(title) and "\n\n" in text:
-        return text.split("\n\n", 1)[1]
-    return text
 
 
 def _join_without_overlap(parts: list[str], max_overlap: int = 2000) -> str:
