@@ -6,6 +6,8 @@ the chunker never imports Dagster.
 
 from __future__ import annotations
 
+import rag_search  # noqa: F401  (first: switches telemetry off before any library loads)
+
 
 def __getattr__(name: str):
     if name == "defs":

@@ -75,6 +75,9 @@ class BuiltinEmbedder:
 
     @cached_property
     def _session(self):
+        from rag_search.privacy import check_onnxruntime
+
+        check_onnxruntime()
         import onnxruntime as ort
 
         model = packaged_file(*MODEL_FILE)
