@@ -15,7 +15,6 @@ from typing import Callable, Iterable
 
 from rag_search.records import Chunk, Document
 
-from rag_pipelines.config import Chunking
 
 TokenCounter = Callable[[str], int]
 SPECIAL_TOKENS = 2  # [CLS] and [SEP] take two places of the window
@@ -28,12 +27,27 @@ _FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})")
 class ChunkSpec:
     max_tokens: int
     overlap_tokens: int
+    window: int = 0  # tokens the embedder reads (0: same as max_tokens)
 
 
-def chunk_spec(window: int, cfg: Chunking | None = None) -> ChunkSpec:
-    cfg = cfg or Chunking()
+def chunk_spec(window: int, cfg: "Chunking | None" = None) -> ChunkSpec:
+    if cfg is None:
+        from rag_pipelines.config import Chunking
+
+        cfg = Chunking()
     cap = window - SPECIAL_TOKENS
-    return ChunkSpec(max_tokens=min(cfg.max_tokens or DEFAULT_MAX, cap), overlap_tokens=min(cfg.overlap_tokens, cap // 4))
+    return ChunkSpec(max_tokens=min(cfg.max_tokens or DEFAULT_MAX, cap), overlap_tokens=min(cfg.overlap_tokens, cap // 4),
+                     window=cap)
+
+
+def whole_document(doc: Document, count: TokenCounter, spec: ChunkSpec) -> list[Chunk] | None:
+    """The whole item as one chunk when it fits the embedder's window (ingest: whole-document), else None."""
+    body = "\n\n".join(s.text.strip() for s in doc.sections if s.text.strip())
+    text = f"{doc.title}\n\n{body}" if doc.title and body else (body or doc.title).strip()
+    if not text or count(text) > (spec.window or spec.max_tokens):
+        return None
+    return [Chunk(index=0, text=text, title=doc.title, page=doc.sections[0].page if doc.sections else None, ts=doc.ts,
+                  author=doc.author, participants=doc.participants, tags=doc.tags, metadata=dict(doc.metadata))]
 
 
 @dataclass

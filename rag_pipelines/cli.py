@@ -13,7 +13,9 @@ from rag_search.cli.context import App, pass_app
 from rag_search.cli.format import echo_json
 from rag_search.errors import ConfigError
 
-from rag_pipelines.config import CollectionConfig, load_collections, register_collection
+from rag_pipelines.config import (CollectionConfig, load_collections, register_collection, source_paths,
+                                   validate_collection)
+from rag_pipelines.sources.registry import SourceType, source_types
 from rag_pipelines.runs import RunSummary, index_collections
 
 
@@ -23,7 +25,7 @@ def _run(app: App, names: list[str] | None, force: bool, as_json: bool) -> None:
     def on_plan(name, plan):
         _close_bar(bars)
         total = len(plan.new) + len(plan.changed) + len(plan.deleted)
-        click.echo(f"{name}: {len(plan.entries)} files; {len(plan.new)} new, {len(plan.changed)} changed, "
+        click.echo(f"{name}: {len(plan.entries)} items; {len(plan.new)} new, {len(plan.changed)} changed, "
                    f"{len(plan.deleted)} deleted", err=True)
         if total and not as_json:
             bar = click.progressbar(length=total, label=f"indexing {name}", file=sys.stderr, show_pos=True)
@@ -63,18 +65,24 @@ def _report(summaries: list[RunSummary], as_json: bool) -> None:
         click.echo("Failed items are retried on the next run; fix or remove them, or see `local-rag status`.")
 
 
-def _register(app: App, cfg: CollectionConfig) -> None:
+def _register(app: App, cfg: CollectionConfig, replace: bool = False) -> None:
+    """Record a collection made on the command line; re-pointing an existing one needs --replace."""
     configured = load_collections(app.paths)
     existing = configured.get(cfg.name)
-    if existing and existing.sources != cfg.sources and _in_config_file(app, cfg.name):
-        raise ConfigError(f"Collection '{cfg.name}' is defined in {app.paths.config} with other paths. "
-                          f"Edit it there, or pick another name.")
+    if existing and existing.sources != cfg.sources:
+        if cfg.name in app.settings.collections:
+            raise ConfigError(f"Collection '{cfg.name}' is defined in {app.paths.config} with other sources. "
+                              f"Edit it there, or pick another name.")
+        if not replace:
+            now = ", ".join(source_paths(existing)) or "other sources"
+            raise ConfigError(f"Collection '{cfg.name}' already indexes {now}. Pass --replace to point it at the new "
+                              "location (items not found there leave the index), or pick another name.")
     if existing is None or existing.sources != cfg.sources:
         register_collection(app.paths, cfg)
 
 
-def _in_config_file(app: App, name: str) -> bool:
-    return name in app.settings.collections
+def _validate(body: dict) -> CollectionConfig:
+    return validate_collection(body, "the command line")
 
 
 @click.group("index")
@@ -84,44 +92,79 @@ def index():
 
 _force = click.option("--force", is_flag=True, help="Re-chunk and re-embed unchanged items too (cached vectors are reused).")
 _json = click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+_replace = click.option("--replace", is_flag=True, help="Re-point an existing collection of this name to the new location.")
 
 
 @index.command("project")
 @click.argument("name")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--description", default="", help="What the collection holds (shown to AI assistants).")
+@_replace
 @_force
 @_json
 @pass_app
-def index_project(app: App, name: str, paths: tuple[Path, ...], description: str, force: bool, as_json: bool):
+def index_project(app: App, name: str, paths: tuple[Path, ...], description: str, replace: bool, force: bool,
+                  as_json: bool):
     """Index folders as the project collection NAME (registered, so sensors and `index all` keep it fresh)."""
-    cfg = CollectionConfig.model_validate(
-        {"name": name, "kind": "project", "description": description,
-         "sources": [{"type": "project", "paths": [str(p) for p in paths]}]})
-    _register(app, cfg)
-    _run(app, [name], force, as_json)
+    cfg = _validate({"name": name, "kind": "project", "description": description,
+                     "sources": [{"type": "project", "paths": [str(p) for p in paths]}]})
+    _register(app, cfg, replace)
+    _run(app, [cfg.name], force, as_json)
 
 
 @index.command("obsidian")
 @click.option("--vault", type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="The vault folder (registers it as a collection if it is not configured).")
 @click.option("--name", default="notes", show_default=True, help="Collection name for --vault.")
+@_replace
 @_force
 @_json
 @pass_app
-def index_obsidian(app: App, vault: Path | None, name: str, force: bool, as_json: bool):
+def index_obsidian(app: App, vault: Path | None, name: str, replace: bool, force: bool, as_json: bool):
     """Index Obsidian vaults: the configured ones, or the one given with --vault."""
     if vault:
-        cfg = CollectionConfig.model_validate(
-            {"name": name, "kind": "system", "description": f"Obsidian vault {vault.name}",
-             "sources": [{"type": "obsidian", "paths": [str(vault)]}]})
-        _register(app, cfg)
-        names = [name]
+        cfg = _validate({"name": name, "kind": "system", "description": f"Obsidian vault {vault.name}",
+                         "sources": [{"type": "obsidian", "paths": [str(vault)]}]})
+        _register(app, cfg, replace)
+        names = [cfg.name]
     else:
-        names = [n for n, c in load_collections(app.paths).items() if any(s.type == "obsidian" for s in c.sources)]
-        if not names:
-            raise ConfigError("No Obsidian vault is configured. Pass one: `local-rag index obsidian --vault PATH`.")
+        names = _configured_of_type(app, "obsidian", "`local-rag index obsidian --vault PATH`")
     _run(app, names, force, as_json)
+
+
+def _configured_of_type(app: App, type_: str, hint: str) -> list[str]:
+    names = [n for n, c in load_collections(app.paths).items() if any(s.type == type_ for s in c.sources)]
+    if not names:
+        raise ConfigError(f"No {type_} source is configured. Pass one: {hint}, or add it to {app.paths.config}.")
+    return names
+
+
+def _source_command(spec: SourceType) -> click.Command:
+    """`local-rag index <type>` for a source module: its own options, a --name, --force and --json."""
+
+    def run(app: App, name: str, replace: bool, force: bool, as_json: bool, **values):
+        body = spec.cli_source(**values) if spec.cli_source else None
+        if body is None:
+            names = _configured_of_type(app, spec.type, f"`local-rag index {spec.type} --help`")
+        else:
+            cfg = _validate({"name": name, "kind": spec.kind, "sources": [{"type": spec.type, **body}]})
+            _register(app, cfg, replace)
+            names = [cfg.name]
+        _run(app, names, force, as_json)
+
+    params = list(spec.cli_params) + [
+        click.Option(["--name"], default=spec.collection, show_default=True, help="Collection name."),
+        click.Option(["--replace"], is_flag=True, help="Re-point an existing collection of this name."),
+        click.Option(["--force"], is_flag=True, help="Re-chunk and re-embed unchanged items too."),
+        click.Option(["--json", "as_json"], is_flag=True, help="Print the summary as JSON."),
+    ]
+    callback = pass_app(run)
+    return click.Command(spec.type, callback=callback, params=params, help=spec.summary, short_help=spec.summary)
+
+
+for _spec in source_types().values():
+    if _spec.type not in index.commands and _spec.collection:
+        index.add_command(_source_command(_spec))
 
 
 @index.command("all")

@@ -1,30 +1,27 @@
-"""Indexing items of a collection by key: read → parse → chunk → embed (shared batches) → write.
+"""Indexing items of a collection by key: load (any source) → parse → chunk → embed → write.
 
-Plain functions used by the Dagster asset, the sync op and the CLI alike. One bad file never stops
-the others: it is recorded as failed with its reason and the run goes on.
+Plain functions used by the Dagster asset, the sync op and the CLI alike. One bad item never stops
+the others: it is recorded as failed with its reason and the run goes on. Items are written one by
+one as soon as their vectors exist, so a killed run redoes seconds of work, not minutes.
 """
 
 from __future__ import annotations
 
-import hashlib
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable
 
 from rag_search.embedders.base import Embedder
-from rag_search.indexing import ParsedItem, write_items
-from rag_search.records import Fingerprint, ItemRef
+from rag_search.indexing import ItemWriter, ParsedItem
+from rag_search.records import Document, Fingerprint, ItemRef
 from rag_search.store import Store, reads, writes
 
 from rag_pipelines import parsers
-from rag_pipelines.chunking import chunk_document, chunk_spec
+from rag_pipelines.chunking import ChunkSpec, chunk_document, chunk_spec, whole_document
 from rag_pipelines.config import CollectionConfig
-from rag_pipelines.sources.files import FileEntry, captured_metadata, root_labels, scan_collection
-from rag_pipelines.sources.keys import path_key
+from rag_pipelines.scan import open_sources, owner_of, source_name
+from rag_pipelines.sources.base import Loaded, Source
 
-BATCH_ITEMS = 128  # items whose chunks are embedded together: bigger groups sort by length better
-PLAIN_TYPES = {"text", "csv", "json", "yaml"}
 ItemListener = Callable[[str, str], None]  # (key, outcome) with outcome indexed|unchanged|failed|deleted
 
 
@@ -43,107 +40,128 @@ class IndexStats:
     seconds_writing: float = 0.0
     failures: list[tuple[str, str, str]] = field(default_factory=list)  # (key, kind, message)
     outcomes: dict[str, str] = field(default_factory=dict)
+    item_chunks: dict[str, int] = field(default_factory=dict)  # key → chunks written
 
     def as_metadata(self) -> dict:
         return {k: (round(v, 3) if isinstance(v, float) else v) for k, v in self.__dict__.items()
-                if k not in ("failures", "outcomes")}
+                if k not in ("failures", "outcomes", "item_chunks")}
 
 
-def resolve_entries(store: Store, cfg: CollectionConfig, keys: Sequence[str]) -> dict[str, FileEntry]:
-    """FileEntry per key: from the index's known path when it still maps to the key, else by a scan."""
-    known = reads.item_states(store, cfg.name)
-    roots = root_labels(cfg)
-    found: dict[str, FileEntry] = {}
-    for key in keys:
-        state = known.get(key)
-        entry = _entry_from_path(key, Path(state.uri), roots) if state else None
-        if entry:
-            found[key] = entry
-    if len(found) < len(keys):
-        scanned = scan_collection(cfg)
-        found.update({k: scanned[k] for k in keys if k not in found and k in scanned})
-    return found
-
-
-def _entry_from_path(key: str, path: Path, roots) -> FileEntry | None:
-    for index, root, label in roots:
-        try:
-            rel = path.relative_to(root).as_posix()
-            st = path.stat()
-        except (ValueError, OSError):
-            continue
-        if path_key(rel, label) == key and path.is_file():
-            return FileEntry(key, path, rel, st.st_size, st.st_mtime_ns, index)
-    return None
+@dataclass
+class _Run:
+    store: Store
+    embedder: Embedder
+    cfg: CollectionConfig
+    spec: ChunkSpec
+    force: bool
+    stats: IndexStats
+    on_item: ItemListener | None
+    known: dict
 
 
 def index_keys(store: Store, embedder: Embedder, cfg: CollectionConfig, keys: Iterable[str], *,
-               force: bool = False, on_item: ItemListener | None = None) -> IndexStats:
-    """Index the items with these keys; keys whose file is gone are removed from the index."""
+               force: bool = False, on_item: ItemListener | None = None,
+               sources: list[Source] | None = None) -> IndexStats:
+    """Index the items with these keys; keys whose item is gone from its source leave the index."""
     keys = list(dict.fromkeys(keys))
     writes.ensure_collection(store, cfg.name, cfg.kind, cfg.description)
     store.bind_embedder(embedder.id, embedder.dimensions)
-    entries = resolve_entries(store, cfg, keys)
-    known = reads.item_states(store, cfg.name)
-    stats = IndexStats(items=len(keys))
-    spec = chunk_spec(embedder.max_input_tokens, cfg.chunking)
-    gone = [k for k in keys if k not in entries]
-    if gone:
-        stats.deleted = writes.delete_items(store, cfg.name, gone)
-        _note(stats, on_item, gone, "deleted")
-    present = [entries[k] for k in keys if k in entries]
-    for start in range(0, len(present), BATCH_ITEMS):
-        batch = []
-        t0 = time.perf_counter()
-        for entry in present[start : start + BATCH_ITEMS]:
-            item = _prepare(store, embedder, cfg, entry, known.get(entry.key), spec, force, stats, on_item)
+    sources = sources if sources is not None else open_sources(cfg)
+    run = _Run(store, embedder, cfg, chunk_spec(embedder.max_input_tokens, cfg.chunking), force,
+               IndexStats(items=len(keys)), on_item, reads.item_states(store, cfg.name))
+    writer = ItemWriter(store, embedder, on_written=lambda item: _written(run, item))
+    by_source: dict[int, list[str]] = {}
+    for key in keys:
+        owner = owner_of(key, sources)
+        if owner is None:
+            _delete(run, [key])  # no configured source holds such keys any more
+        else:
+            by_source.setdefault(owner, []).append(key)
+    for index, owned in by_source.items():
+        src = sources[index]
+        uris = {k: run.known[k].uri for k in owned if k in run.known}
+        for loaded in src.load(owned, known_uris=uris):
+            t0 = time.perf_counter()
+            item = _prepare(run, src, loaded)
+            run.stats.seconds_parsing += time.perf_counter() - t0
             if item is not None:
-                batch.append(item)
-        stats.seconds_parsing += time.perf_counter() - t0
-        if batch:
-            ws = write_items(store, embedder, batch)
-            stats.indexed += ws.items
-            stats.chunks += ws.chunks
-            stats.embedded += ws.embedded
-            stats.seconds_embedding += ws.seconds_embedding
-            stats.seconds_writing += ws.seconds_writing
-            _note(stats, on_item, [b.ref.key for b in batch], "indexed")
-    return stats
+                writer.add(item)
+    writer.flush()
+    for name in ("embedded", "seconds_embedding", "seconds_writing"):
+        setattr(run.stats, name, getattr(writer.stats, name))
+    return run.stats
 
 
-def _prepare(store, embedder, cfg, entry: FileEntry, state, spec, force, stats, on_item) -> ParsedItem | None:
-    stype = parsers.source_type(entry.suffix)
-    ref = ItemRef(cfg.name, entry.key, str(entry.path), stype)
-    fingerprint = None
+def _prepare(run: _Run, src: Source, loaded: Loaded) -> ParsedItem | None:
+    """A Loaded item → a ParsedItem to write, or None when it was unchanged, gone or failed."""
+    key, state = loaded.key, run.known.get(loaded.key)
+    if loaded.gone:
+        _delete(run, [key])
+        return None
+    ref = ItemRef(run.cfg.name, key, loaded.uri, loaded.source_type, source_name(src))
+    fp = Fingerprint(loaded.size, loaded.mtime_ns, loaded.content_hash, loaded.stamp or None)
+    if loaded.error:
+        return _fail(run, ref, fp, *loaded.error)
+    if (not run.force and state and state.status == "indexed" and loaded.content_hash is not None
+            and state.sha256 == loaded.content_hash):
+        writes.touch_item(run.store, run.cfg.name, key, loaded.stamp, loaded.size, loaded.mtime_ns)
+        run.stats.unchanged += 1
+        _note(run, [key], "unchanged")
+        return None
     try:
-        data = entry.path.read_bytes()
-        st = entry.path.stat()
-        fingerprint = Fingerprint(st.st_size, st.st_mtime_ns, hashlib.sha256(data).hexdigest())
-        if not force and state and state.status == "indexed" and state.sha256 == fingerprint.sha256:
-            writes.touch_item(store, cfg.name, entry.key, fingerprint.size, fingerprint.mtime_ns)
-            stats.unchanged += 1
-            _note(stats, on_item, [entry.key], "unchanged")
-            return None
-        doc = parsers.parse(data, entry.relpath, fingerprint.mtime_ns)
-        meta = captured_metadata(cfg.sources[entry.source_index], entry.relpath)
-        chunks = chunk_document(doc, embedder.count_tokens, spec, plain=stype in PLAIN_TYPES, metadata=meta)
-        stats.tokens += sum(embedder.count_tokens(c.text) for c in chunks)
-        return ParsedItem(ref, fingerprint, doc.title, chunks, doc.links)
+        doc = loaded.parse() if loaded.parse else None
+        if doc is None:
+            raise parsers.ParseError("error", "the source gave no content for this item")
+        chunks = _chunks(run, src, doc, loaded)
     except parsers.ParseError as exc:
-        kind, message = exc.kind, str(exc)
+        return _fail(run, ref, fp, exc.kind, str(exc))
     except OSError as exc:
-        kind, message = "unreadable", f"cannot read the file ({exc.strerror or exc}); check it exists and is readable"
+        return _fail(run, ref, fp, "unreadable", f"cannot read it ({exc.strerror or exc}); check it exists and is readable")
     except Exception as exc:  # a parser bug must not stop the run; the item records it
-        kind, message = "error", f"{type(exc).__name__}: {exc}"
-    writes.mark_failed(store, ref, kind, message, fingerprint)
-    stats.failed += 1
-    stats.failures.append((entry.key, kind, message))
-    _note(stats, on_item, [entry.key], "failed")
+        return _fail(run, ref, fp, "error", f"{type(exc).__name__}: {exc}")
+    run.stats.tokens += sum(run.embedder.count_tokens(c.vector_text) for c in chunks)
+    return ParsedItem(ref, fp, doc.title, chunks, doc.links)
+
+
+def _chunks(run: _Run, src: Source, doc: Document, loaded: Loaded) -> list:
+    strategy = getattr(getattr(src, "options", None), "ingest", "chunked")
+    count, spec = run.embedder.count_tokens, run.spec
+    chunks = whole_document(doc, count, spec) if strategy == "whole-document" else None
+    if chunks is None:
+        chunks = chunk_document(doc, count, spec, plain=loaded.plain)
+    limit = run.cfg.limits.max_chunks
+    if len(chunks) > limit:
+        raise parsers.ParseError("too_large", f"it makes {len(chunks)} chunks, over the limit of {limit} per item; "
+                                 "raise limits.max_chunks in config.yaml or exclude it")
+    if strategy == "file-path":
+        from dataclasses import replace
+
+        chunks = [replace(c, text=loaded.uri, embed_text=c.text) for c in chunks]
+    return chunks
+
+
+def _fail(run: _Run, ref: ItemRef, fp: Fingerprint, kind: str, message: str) -> None:
+    writes.mark_failed(run.store, ref, kind, message, fp)
+    run.stats.failed += 1
+    run.stats.failures.append((ref.key, kind, message))
+    _note(run, [ref.key], "failed")
     return None
 
 
-def _note(stats: IndexStats, on_item: ItemListener | None, keys: list[str], outcome: str) -> None:
+def _delete(run: _Run, keys: list[str]) -> None:
+    run.stats.deleted += writes.delete_items(run.store, run.cfg.name, keys)
+    _note(run, keys, "deleted")
+
+
+def _written(run: _Run, item: ParsedItem) -> None:
+    run.stats.indexed += 1
+    run.stats.chunks += len(item.chunks)
+    run.stats.item_chunks[item.ref.key] = len(item.chunks)
+    _note(run, [item.ref.key], "indexed")
+
+
+def _note(run: _Run, keys: list[str], outcome: str) -> None:
     for key in keys:
-        stats.outcomes[key] = outcome
-        if on_item:
-            on_item(key, outcome)
+        run.stats.outcomes[key] = outcome
+        if run.on_item:
+            run.on_item(key, outcome)

@@ -24,6 +24,7 @@ class RunSummary:
     outcomes: dict[str, int] = field(default_factory=dict)
     run_ids: list[str] = field(default_factory=list)
     failures: list[dict] = field(default_factory=list)
+    unavailable: dict[str, str] = field(default_factory=dict)  # source → why it was skipped
 
     @property
     def unchanged(self) -> int:
@@ -32,8 +33,11 @@ class RunSummary:
 
     def line(self) -> str:
         o = self.outcomes
-        return (f"{self.collection}: {o.get('indexed', 0)} indexed, {self.unchanged} unchanged, "
+        line = (f"{self.collection}: {o.get('indexed', 0)} indexed, {self.unchanged} unchanged, "
                 f"{o.get('failed', 0)} failed, {o.get('deleted', 0)} deleted ({len(self.run_ids)} Dagster runs)")
+        for source, why in self.unavailable.items():
+            line += f"\n  skipped source {source}: {why}"
+        return line
 
 
 def index_collections(paths: Paths, names: list[str] | None = None, *, force: bool = False,
@@ -46,7 +50,7 @@ def index_collections(paths: Paths, names: list[str] | None = None, *, force: bo
     """
     import dagster as dg
 
-    from rag_pipelines.wiring.assets import add_partitions
+    from rag_pipelines.wiring.assets import add_partitions, sync_op_name
     from rag_pipelines.wiring.definitions import build_definitions
     from rag_pipelines.wiring.instance import ensure_instance
     from rag_pipelines.wiring.resources import RagResource
@@ -66,12 +70,12 @@ def index_collections(paths: Paths, names: list[str] | None = None, *, force: bo
     for name in names or sorted(collections):
         c, summary = built[name], RunSummary(name)
         plan = plan_sync(store, c.cfg, force=force, retry_failed=True)
-        if keys is not None:
+        if keys is not None and name in keys:
             wanted = set(keys.get(name, []))
             plan.new = [k for k in plan.new if k in wanted]
             plan.changed = [k for k in plan.changed if k in wanted]
             plan.deleted = [k for k in plan.deleted if k in wanted]
-        summary.files = len(plan.entries)
+        summary.files, summary.unavailable = len(plan.entries), plan.unavailable
         if on_plan:
             on_plan(name, plan)
         add_partitions(instance, c.partitions.name, sorted(plan.entries))
@@ -90,7 +94,7 @@ def index_collections(paths: Paths, names: list[str] | None = None, *, force: bo
                 conf = {"reindex": plan.changed, "delete": plan.deleted, "force": force}
                 job = defs.resolve_job_def(c.sync_job.name)
                 summary.run_ids.append(_execute(job, instance, tags=tags,
-                                                run_config={"ops": {f"{name}_sync": {"config": conf}}}))
+                                                run_config={"ops": {sync_op_name(name): {"config": conf}}}))
         finally:
             progress.unlisten(count)
         summary.failures = [f.to_dict() for f in reads.failures(store, collection=name, limit=20)]

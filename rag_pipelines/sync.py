@@ -1,8 +1,9 @@
 """What changed in a collection since it was indexed: new, changed, deleted items (no Dagster).
 
-A size+mtime fast path; sha256 only for files whose size or mtime differ. A file touched without a
-content change just gets its new size/mtime recorded. Failed items are retried when they change
-(or by a forced or full run), so a corrupt file is not re-parsed every minute.
+Stamps first (size+mtime for files, a row version for records); a source may confirm a changed stamp
+cheaply (files hash the bytes) so a touched file just gets its new stamp recorded. Failed items are
+retried when they change (or by a forced or full run), so a corrupt file is not re-parsed every minute.
+Items of a source that cannot be read now are never planned for deletion.
 """
 
 from __future__ import annotations
@@ -12,41 +13,47 @@ from dataclasses import dataclass, field
 from rag_search.store import Store, reads, writes
 
 from rag_pipelines.config import CollectionConfig
-from rag_pipelines.sources.files import FileEntry, scan_collection, sha256_file
+from rag_pipelines.scan import CollectionScan, open_sources, owner_of, scan_collection
+from rag_pipelines.sources.base import Source, Stamp
 
 
 @dataclass
 class SyncPlan:
-    entries: dict[str, FileEntry]
+    entries: dict[str, Stamp]
     new: list[str] = field(default_factory=list)
     changed: list[str] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
     touched: int = 0
+    unavailable: dict[str, str] = field(default_factory=dict)  # source name → why it was skipped
 
     @property
     def empty(self) -> bool:
         return not (self.new or self.changed or self.deleted)
 
 
-def plan_sync(store: Store, cfg: CollectionConfig, *, force: bool = False, retry_failed: bool = False) -> SyncPlan:
-    entries = scan_collection(cfg)
+def plan_sync(store: Store, cfg: CollectionConfig, *, force: bool = False, retry_failed: bool = False,
+              sources: list[Source] | None = None) -> SyncPlan:
+    sources = sources if sources is not None else open_sources(cfg)
+    scan = scan_collection(cfg, sources, store)
     known = reads.item_states(store, cfg.name)
-    plan = SyncPlan(entries)
-    for key in sorted(entries):
-        entry, state = entries[key], known.get(key)
+    plan = SyncPlan(scan.items, unavailable={sources[i].label or sources[i].type: m for i, m in scan.unavailable.items()})
+    for key in sorted(scan.items):
+        stamp, state = scan.items[key], known.get(key)
         if state is None:
             plan.new.append(key)
         elif force or (retry_failed and state.status != "indexed"):
             plan.changed.append(key)
-        elif (state.size, state.mtime_ns) != (entry.size, entry.mtime_ns):
-            try:
-                same = state.sha256 is not None and sha256_file(entry.path) == state.sha256
-            except OSError:
-                same = False  # unreadable now: let the indexer record why
-            if same:
-                writes.touch_item(store, cfg.name, key, entry.size, entry.mtime_ns)
+        elif state.stamp != stamp.value:
+            if state.status == "indexed" and sources[scan.owner[key]].same_content(key, state.sha256):
+                writes.touch_item(store, cfg.name, key, stamp.value)
                 plan.touched += 1
             else:
                 plan.changed.append(key)
-    plan.deleted = sorted(k for k in known if k not in entries)
+    plan.deleted = sorted(k for k in known if k not in scan.items and not _protected(k, sources, scan))
     return plan
+
+
+def _protected(key: str, sources: list[Source], scan: CollectionScan) -> bool:
+    """An item of a source that could not be scanned stays: a locked mail store must not empty the index."""
+    owner = owner_of(key, sources)
+    return owner is not None and owner in scan.unavailable

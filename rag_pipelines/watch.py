@@ -1,4 +1,9 @@
-"""Near-real-time indexing: watchdog events, debounced, synced through the same Dagster jobs."""
+"""Near-real-time indexing: watchdog events, debounced, synced through the same Dagster jobs.
+
+File sources map a changed path to its item key; other sources (a mail store, a feed database) name
+the files they live in, and a change there syncs the whole collection. `stats()` reports what the
+watcher saw (the `ingestion://watch-stats` resource).
+"""
 
 from __future__ import annotations
 
@@ -8,12 +13,19 @@ from pathlib import Path
 from typing import Callable
 
 from rag_search.config import Paths
+from rag_search.records import iso_utc
 
 from rag_pipelines.config import load_collections
 from rag_pipelines.runs import index_collections
-from rag_pipelines.sources.files import root_labels
-from rag_pipelines.sources.globs import GlobSet
-from rag_pipelines.sources.keys import path_key
+from rag_pipelines.scan import open_sources
+
+WHOLE = "*"  # pending marker: sync the whole collection
+_stats: dict = {}
+
+
+def stats() -> dict:
+    """What the running watcher has seen: events, debounce, last event, last sync (empty when not running)."""
+    return dict(_stats)
 
 
 class _Pending:
@@ -26,6 +38,8 @@ class _Pending:
         with self.lock:
             self.keys.setdefault(collection, set()).add(key)
             self.last = time.monotonic()
+            _stats["events"] = _stats.get("events", 0) + 1
+            _stats["last_event"] = iso_utc(int(time.time()))
 
     def take_if_quiet(self, debounce: float) -> dict[str, list[str]]:
         with self.lock:
@@ -35,18 +49,24 @@ class _Pending:
             return out
 
 
-def key_for(path: Path, roots) -> tuple[str, str] | None:
-    """(collection, key) of a path under one of the watched roots, if the source wants it."""
-    for collection, src, root, label in roots:
-        try:
-            rel = path.relative_to(root).as_posix()
-        except ValueError:
-            continue
-        if GlobSet(src.include, src.excludes).wants_file(rel) and not any(
-            GlobSet((), src.excludes).skips_folder(str(Path(rel).parents[i]))
-            for i in range(len(Path(rel).parents) - 1)
-        ):
-            return collection, path_key(rel, label)
+def _targets(collections) -> list[tuple[str, object, Path]]:
+    """(collection, source, watched path) for every source that names paths to watch."""
+    out = []
+    for name, cfg in collections.items():
+        for src in open_sources(cfg):
+            out += [(name, src, Path(p)) for p in src.watch_paths()]
+    return out
+
+
+def _hit(path: Path, targets) -> tuple[str, str] | None:
+    for name, src, watched in targets:
+        if path == watched or watched in path.parents:
+            key_for = getattr(src, "key_for_path", None)
+            if key_for is None:
+                return name, WHOLE
+            key = key_for(path)
+            if key:
+                return name, key
     return None
 
 
@@ -55,25 +75,26 @@ def watch_collections(paths: Paths, names: list[str] | None, debounce: float = 2
     from watchdog.events import FileSystemEventHandler
     from watchdog.observers import Observer
 
-    collections = load_collections(paths)
-    chosen = {n: c for n, c in collections.items() if names is None or n in names}
-    roots = [(n, c.sources[i], root, label) for n, c in chosen.items() for i, root, label in root_labels(c)]
+    chosen = {n: c for n, c in load_collections(paths).items() if names is None or n in names}
+    targets = _targets(chosen)
     pending = _Pending()
+    _stats.clear()
+    _stats.update(events=0, debounce_seconds=debounce, watching=sorted({str(t[2]) for t in targets}), syncs=0)
 
     class Handler(FileSystemEventHandler):
         def on_any_event(self, event):
             if event.is_directory:
                 return
             for p in filter(None, [getattr(event, "src_path", None), getattr(event, "dest_path", None)]):
-                hit = key_for(Path(p), roots)
+                hit = _hit(Path(p), targets)
                 if hit:
                     pending.add(*hit)
 
     observer = Observer()
-    for _, _, root, _ in roots:
-        observer.schedule(Handler(), str(root), recursive=True)
+    for folder in sorted({t[2] if t[2].is_dir() else t[2].parent for t in targets}):
+        observer.schedule(Handler(), str(folder), recursive=True)
     observer.start()
-    echo(f"watching {len(roots)} folder(s) of {', '.join(chosen) or 'nothing'}; changes are indexed "
+    echo(f"watching {len(targets)} location(s) of {', '.join(chosen) or 'nothing'}; changes are indexed "
          f"{debounce:g}s after the last save")
     stop = stop or threading.Event()
     try:
@@ -82,8 +103,11 @@ def watch_collections(paths: Paths, names: list[str] | None, debounce: float = 2
             stop.wait(0.2)
             batch = pending.take_if_quiet(debounce)
             if batch:
-                for s in index_collections(paths, list(batch), keys=batch, trigger="watch"):
+                keys = {n: ks for n, ks in batch.items() if WHOLE not in ks}
+                for s in index_collections(paths, list(batch), keys=keys, trigger="watch"):
                     echo(s.line())
+                _stats.update(syncs=_stats["syncs"] + 1, last_sync=iso_utc(int(time.time())))
     finally:
         observer.stop()
         observer.join()
+        _stats.clear()

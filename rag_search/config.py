@@ -64,6 +64,19 @@ class Settings(_Section):
         default_factory=dict,
         description="Collections and their sources; validated by rag_pipelines (see config/local-rag.example.yaml).",
     )
+    # The seed configuration's names (config.json of the design), each a shortcut for one collection.
+    emclient_db_path: str | None = Field(
+        None, description="eM Client data folder (or one mail_data.dat): indexed as collection 'email'."
+    )
+    calibre_libraries: list[str] = Field(
+        default_factory=list, description="Calibre library folders: indexed as collection 'calibre'."
+    )
+    netnewswire_db_path: str | None = Field(
+        None, description="NetNewsWire account folder or DB.sqlite3: indexed as collection 'rss'."
+    )
+    disabled_collections: list[str] = Field(
+        default_factory=list, description="Collections that are configured but not indexed or scanned."
+    )
 
 
 @dataclass(frozen=True)

@@ -18,9 +18,16 @@ def text_hash(text: str) -> str:
 class Fingerprint:
     """How an item on disk is recognised as unchanged: size + mtime fast path, sha256 to be sure."""
 
-    size: int
-    mtime_ns: int
-    sha256: str
+    size: int | None
+    mtime_ns: int | None
+    sha256: str | None
+    stamp: str | None = None  # the source's change stamp; size:mtime for files when not given
+
+    @property
+    def change_stamp(self) -> str | None:
+        if self.stamp is not None:
+            return self.stamp
+        return f"{self.size}:{self.mtime_ns}" if self.size is not None and self.mtime_ns is not None else None
 
 
 @dataclass(frozen=True)
@@ -31,6 +38,7 @@ class ItemRef:
     key: str  # stable within the collection; the Dagster partition key
     uri: str  # absolute path or URI, what a user can open
     source_type: str  # markdown, pdf, docx, email, ...
+    source: str | None = None  # which source of the collection (its label or type)
 
 
 @dataclass(frozen=True)
@@ -70,10 +78,15 @@ class Chunk:
     participants: tuple[str, ...] = ()
     tags: tuple[str, ...] = ()
     metadata: dict[str, Any] = field(default_factory=dict)
+    embed_text: str | None = None  # what the vector is made from when it is not `text` (file-path ingest)
+
+    @property
+    def vector_text(self) -> str:
+        return self.text if self.embed_text is None else self.embed_text
 
     @property
     def content_hash(self) -> str:
-        return text_hash(self.text)
+        return text_hash(self.vector_text)
 
 
 @dataclass(frozen=True)

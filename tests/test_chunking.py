@@ -80,8 +80,8 @@ def test_plain_text_windows_overlap(builtin_embedder):
 
 
 def test_chunk_size_override_is_capped_at_the_window():
-    assert chunk_spec(256, Chunking(max_tokens=1000)) == ChunkSpec(254, 32)
-    assert chunk_spec(8192, Chunking(max_tokens=1000, overlap_tokens=64)) == ChunkSpec(1000, 64)
+    assert chunk_spec(256, Chunking(max_tokens=1000)) == ChunkSpec(254, 32, window=254)
+    assert chunk_spec(8192, Chunking(max_tokens=1000, overlap_tokens=64)) == ChunkSpec(1000, 64, window=8190)
 
 
 def test_a_title_only_note_is_still_one_chunk(builtin_embedder):

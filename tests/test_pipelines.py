@@ -112,7 +112,7 @@ def test_sensor_requests_exactly_the_changed_partitions(home):
         result = execute(defs, instance, request)
         assert len(result.get_asset_materialization_events()) == len(EXPECTED_KEYS)
         cursor = json.loads(first.cursor)
-        assert cursor["files"] == len(EXPECTED_KEYS)
+        assert cursor["items"] == len(EXPECTED_KEYS)
 
         quiet = tick(defs, instance, first.cursor)
         assert quiet.run_requests == [] and "no changes" in quiet.skip_reason.skip_message

@@ -5,8 +5,15 @@ from __future__ import annotations
 import dagster as dg
 import pytest
 
+from pathlib import Path
+
 from rag_pipelines.config import CollectionConfig, compile_capture, load_collections
-from rag_pipelines.sources.files import captured_metadata, scan_collection
+from rag_pipelines.scan import scan_collection as scan_sources
+from rag_pipelines.sources.files import captured_metadata
+
+
+def scan_collection(c: CollectionConfig) -> dict:
+    return scan_sources(c).items
 from rag_pipelines.sources.keys import MAX_KEY_BYTES, path_key
 from rag_search.errors import ConfigError
 
@@ -28,7 +35,7 @@ def test_awkward_names_map_to_distinct_printable_keys(tmp_path):
     assert len(entries) == len(AWKWARD) + 1
     for key, entry in entries.items():
         assert key and len(key.encode()) <= MAX_KEY_BYTES and "\t" not in key
-        assert entry.path.exists()  # the real path is kept beside the key, never rebuilt from it
+        assert Path(entry.uri).exists()  # the real path is kept beside the key, never rebuilt from it
     assert "100%25 done.md" in entries and "dots%2E%2E%2Emd" in entries and "tab%09name.md" in entries
 
 
@@ -92,11 +99,11 @@ def test_validation_errors_name_file_collection_and_field(tmp_path, monkeypatch)
     home = tmp_path / "home"
     home.mkdir()
     (home / "config.yaml").write_text(
-        "collections:\n  my-notes:\n    sources:\n      - type: obsidian\n        paths: []\n"
+        "collections:\n  my/notes:\n    sources:\n      - type: obsidian\n        paths: []\n"
         "        captures: [{pattern: 'no/captures/*.md'}]\n")
     monkeypatch.setenv("LOCAL_RAG_HOME", str(home))
     with pytest.raises(ConfigError) as err:
         load_collections()
     msg = str(err.value)
-    assert str(home / "config.yaml") in msg and "collection 'my-notes'" in msg
+    assert str(home / "config.yaml") in msg and "collection 'my/notes'" in msg
     assert "name" in msg and "sources.0.paths" in msg and "sources.0.captures.0.pattern" in msg

@@ -62,7 +62,7 @@ def source_type(suffix: str) -> str:
     return PARSERS.get(suffix.lower(), ("unsupported", None))[0]
 
 
-def parse(data: bytes, filename: str, mtime_ns: int | None = None) -> Document:
+def parse(data: bytes, filename: str, mtime_ns: int | None = None, limits=None) -> Document:
     suffix = filename.rsplit(".", 1)[-1].lower() if "." in filename else ""
     if suffix not in PARSERS:
         raise ParseError("unsupported", f"no parser for '.{suffix}' files; remove it from the include globs")

@@ -1,7 +1,8 @@
-"""Scanning a collection's roots: which files exist, with size, mtime and their partition key.
+"""Files under root folders (an Obsidian vault, project folders): the first Source.
 
 os.scandir walk that prunes excluded folders before entering them, follows symlinked folders once
-(cycles are cut), and never reads file contents (hashing happens only for candidates).
+(cycles are cut) and never follows a link that leads outside the source's roots unless the config
+says so. Scans never read contents; sha256 is computed only for candidates.
 """
 
 from __future__ import annotations
@@ -10,11 +11,41 @@ import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Literal, Mapping, Sequence
 
-from rag_pipelines.config import CollectionConfig, SourceConfig, compile_capture
+from pydantic import Field, field_validator
+
+from rag_pipelines import parsers
+from rag_pipelines.parsers.limits import Limits
+from rag_pipelines.sources.base import BaseSource, Loaded, ScanResult, SourceUnavailable, Stamp
 from rag_pipelines.sources.globs import GlobSet
 from rag_pipelines.sources.keys import path_key
+from rag_pipelines.sources.options import Capture, SourceOptions, compile_capture, expand_paths
+
+DEFAULT_EXCLUDES = (".obsidian/**", ".trash/**", ".git/**", "**/.*", "**/.*/**", "node_modules/**",
+                    "**/node_modules/**", "__pycache__/**", "**/__pycache__/**", ".venv/**", "**/.venv/**")
+TEXT_SUFFIXES = ("md", "markdown", "canvas", "txt", "pdf", "docx", "html", "htm", "epub", "csv", "json", "yaml", "yml", "rst")
+DEFAULT_INCLUDES = tuple(f"**/*.{s}" for s in TEXT_SUFFIXES)
+PLAIN_TYPES = {"text", "csv", "json", "yaml"}
+
+
+class FileOptions(SourceOptions):
+    type: Literal["obsidian", "project"] = Field(description="obsidian (a vault) or project (any folder of documents).")
+    paths: tuple[Path, ...] = Field(min_length=1, description="Root folders of the source.")
+    include: tuple[str, ...] = Field(DEFAULT_INCLUDES, description="Globs of files to index (relative to a root).")
+    exclude: tuple[str, ...] = Field((), description="Globs to skip, added to the defaults (.obsidian, .trash, .git, hidden, node_modules).")
+    exclude_folders: tuple[str, ...] = Field((), description="Folders (relative to a root) to skip entirely.")
+    captures: tuple[Capture, ...] = Field((), description="Path patterns whose named captures become chunk metadata.")
+    follow_symlinks_outside: bool = Field(False, description="Follow symlinks that lead outside the source's roots.")
+
+    @field_validator("paths")
+    @classmethod
+    def _expand(cls, v: tuple[Path, ...]) -> tuple[Path, ...]:
+        return expand_paths(v)
+
+    @property
+    def excludes(self) -> tuple[str, ...]:
+        return DEFAULT_EXCLUDES + self.exclude + tuple(f"{f.strip('/')}/**" for f in self.exclude_folders)
 
 
 @dataclass(frozen=True)
@@ -24,53 +55,205 @@ class FileEntry:
     relpath: str
     size: int
     mtime_ns: int
-    source_index: int  # which of the collection's sources it came from
 
     @property
     def suffix(self) -> str:
         return self.path.suffix.lower().lstrip(".")
 
+    @property
+    def stamp(self) -> str:
+        return f"{self.size}:{self.mtime_ns}"
 
-def root_labels(cfg: CollectionConfig) -> list[tuple[int, Path, str | None]]:
-    """(source index, root, label) per root; labels only when the collection has several roots."""
-    roots = [(i, p) for i, src in enumerate(cfg.sources) for p in src.paths]
+
+def root_labels(roots: Sequence[Path]) -> list[tuple[Path, str | None]]:
+    """(root, label) per root; labels (the folder's name, made unique) only when there are several."""
     if len(roots) == 1:
-        return [(roots[0][0], roots[0][1], None)]
+        return [(roots[0], None)]
     labels, out = set(), []
-    for i, root in roots:
+    for root in roots:
         label, n = root.name or "root", 2
         while label in labels:
             label, n = f"{root.name}-{n}", n + 1
         labels.add(label)
-        out.append((i, root, label))
+        out.append((root, label))
     return out
 
 
-def scan_collection(cfg: CollectionConfig) -> dict[str, FileEntry]:
-    found: dict[str, FileEntry] = {}
-    for index, root, label in root_labels(cfg):
-        src = cfg.sources[index]
-        globs = GlobSet(src.include, src.excludes)
-        for rel, st in _walk(root, globs):
-            key = path_key(rel, label)
-            found[key] = FileEntry(key, root / rel, rel, st.st_size, st.st_mtime_ns, index)
-    return found
+class FileSource(BaseSource):
+    """Files under the roots of one source config; keys are relative POSIX paths (see sources.keys)."""
+
+    def __init__(self, options: FileOptions, label: str | None = None, limits: Limits | None = None):
+        super().__init__(label)
+        self.options = options
+        self.type = options.type  # type: ignore[misc]
+        self.limits = limits or Limits()
+        self.globs = GlobSet(options.include, options.excludes)
+        self.roots = [(root, self._join(sub)) for root, sub in root_labels(list(options.paths))]
+        self._entries: dict[str, FileEntry] | None = None
+        self._problems: dict[str, tuple[str, str]] = {}
+
+    def _join(self, sub: str | None) -> str | None:
+        parts = [p for p in (self.label, sub) if p]
+        return "/".join(parts) or None
+
+    # -- scan ----------------------------------------------------------------------------------
+
+    def scan(self) -> ScanResult:
+        result, entries = ScanResult(), {}
+        missing = [str(root) for root, _ in self.roots if not root.is_dir()]
+        if missing:
+            raise SourceUnavailable(
+                f"{', '.join(missing)} is missing or not a folder (a drive not mounted? moved?). Nothing indexed "
+                "from it was removed. Fix the path in the config, or delete the collection if it is gone for good.")
+        for root, label in self.roots:
+            for rel, st, problem in _walk(root, self.globs, self._allowed_roots()):
+                key = path_key(rel, label)
+                if problem:
+                    result.problems[key] = problem
+                    continue
+                entries[key] = FileEntry(key, root / rel, rel, st.st_size, st.st_mtime_ns)
+                result.items[key] = Stamp(entries[key].stamp, str(root / rel))
+        self._entries, self._problems = entries, dict(result.problems)
+        return result
+
+    def _allowed_roots(self) -> list[Path] | None:
+        if self.options.follow_symlinks_outside:
+            return None
+        return [Path(os.path.realpath(r)) for r, _ in self.roots]
+
+    def owns(self, key: str) -> bool:
+        labels = [label for _, label in self.roots]
+        return labels == [None] or any(key.startswith(f"{lb}/") for lb in labels if lb)
+
+    def same_content(self, key: str, sha256: str | None) -> bool:
+        entry = (self._entries or {}).get(key)
+        if entry is None or sha256 is None:
+            return False
+        try:
+            return sha256_file(entry.path) == sha256
+        except OSError:
+            return False
+
+    def watch_paths(self) -> list[Path]:
+        return [root for root, _ in self.roots]
+
+    def key_for_path(self, path: Path) -> str | None:
+        """The key of a file path under a root, if this source wants it (for the watcher)."""
+        for root, label in self.roots:
+            try:
+                rel = Path(path).relative_to(root).as_posix()
+            except ValueError:
+                continue
+            folders = [str(p) for p in list(Path(rel).parents)[:-1]]
+            if self.globs.wants_file(rel) and not any(self.globs.skips_folder(f) for f in folders):
+                return path_key(rel, label)
+        return None
+
+    # -- load ----------------------------------------------------------------------------------
+
+    def entries(self, keys: Sequence[str], known_uris: Mapping[str, str]) -> dict[str, FileEntry]:
+        """FileEntry per key: from the index's known path when it still maps to the key, else by a scan."""
+        found: dict[str, FileEntry] = {}
+        for key in keys:
+            entry = self._entry_from_path(key, Path(known_uris[key])) if key in known_uris else None
+            if entry:
+                found[key] = entry
+        missing = [k for k in keys if k not in found and k not in (self._entries or {})]
+        if missing and not all(k in self._problems for k in missing):  # new since the last scan (or none yet)
+            try:
+                self.scan()
+            except SourceUnavailable:
+                self._entries = self._entries or {}
+        cached = self._entries or {}
+        found.update({k: cached[k] for k in keys if k not in found and k in cached})
+        return found
+
+    def _entry_from_path(self, key: str, path: Path) -> FileEntry | None:
+        for root, label in self.roots:
+            try:
+                rel = path.relative_to(root).as_posix()
+                st = path.stat()
+            except (ValueError, OSError):
+                continue
+            if path_key(rel, label) == key and path.is_file() and _inside(path, self._allowed_roots()):
+                return FileEntry(key, path, rel, st.st_size, st.st_mtime_ns)
+        return None
+
+    def load(self, keys: Sequence[str], known_uris: Mapping[str, str] | None = None) -> Iterator[Loaded]:
+        known_uris = known_uris or {}
+        entries = self.entries(keys, known_uris)
+        for key in keys:
+            entry, uri = entries.get(key), known_uris.get(key, key)
+            if entry:
+                yield self._load_one(entry)
+            elif key in self._problems:
+                yield Loaded(key, uri, "folder" if key.endswith("/") else "unknown", stamp=f"problem:{self._problems[key][0]}",
+                             error=self._problems[key])
+            else:
+                yield Loaded(key, uri, "unknown", gone=True)
+
+    def _load_one(self, entry: FileEntry) -> Loaded:
+        stype = parsers.source_type(entry.suffix)
+        base = dict(key=entry.key, uri=str(entry.path), source_type=stype, plain=stype in PLAIN_TYPES)
+        try:
+            st = entry.path.stat()
+            limit = self.limits.max_file_mb * 1024 * 1024
+            if st.st_size > limit:
+                return Loaded(**base, stamp=f"{st.st_size}:{st.st_mtime_ns}", size=st.st_size, mtime_ns=st.st_mtime_ns,
+                              error=("too_large", f"{st.st_size / 1048576:.0f} MB is over the {self.limits.max_file_mb} MB "
+                                     "limit per file; raise limits.max_file_mb in config.yaml or exclude the file"))
+            data = entry.path.read_bytes()
+        except FileNotFoundError:
+            return Loaded(**base, gone=True)
+        except OSError as exc:
+            return Loaded(**base, error=("unreadable", f"cannot read the file ({exc.strerror or exc}); check its permissions"))
+        rel, mtime, limits = entry.relpath, st.st_mtime_ns, self.limits
+        meta = captured_metadata(self.options, rel)
+
+        def parse():
+            doc = parsers.parse(data, rel, mtime, limits)
+            return _with_metadata(doc, meta)
+
+        return Loaded(**base, stamp=f"{st.st_size}:{st.st_mtime_ns}", content_hash=hashlib.sha256(data).hexdigest(),
+                      parse=parse, size=st.st_size, mtime_ns=st.st_mtime_ns)
 
 
-def _walk(root: Path, globs: GlobSet) -> Iterator[tuple[str, os.stat_result]]:
-    if not root.is_dir():
-        return
+def _with_metadata(doc, meta: dict):
+    if not meta:
+        return doc
+    from dataclasses import replace
+
+    return replace(doc, metadata={**doc.metadata, **meta})
+
+
+def _inside(path: Path, allowed: list[Path] | None) -> bool:
+    if allowed is None:
+        return True
+    real = Path(os.path.realpath(path))
+    return any(real == r or r in real.parents for r in allowed)
+
+
+Walked = tuple[str, "os.stat_result | None", "tuple[str, str] | None"]
+
+
+def _walk(root: Path, globs: GlobSet, allowed: list[Path] | None) -> Iterator[Walked]:
+    """(relpath, stat, None) per wanted file; (relpath/, None, (kind, message)) per folder or file it cannot read."""
     seen_dirs = {_dir_id(root)}
     stack = [(root, "")]
     while stack:
         folder, rel_folder = stack.pop()
         try:
             entries = list(os.scandir(folder))
-        except OSError:
-            continue  # unreadable folder: skipped, the rest goes on
+        except OSError as exc:
+            if rel_folder:
+                yield rel_folder, None, ("unreadable", f"cannot list the folder {folder} ({exc.strerror or exc}); "
+                                         "check its permissions, or exclude it with exclude_folders")
+            continue
         for entry in entries:
             rel = f"{rel_folder}{entry.name}"
             try:
+                if entry.is_symlink() and not _inside(Path(entry.path), allowed):
+                    continue  # a link out of the roots: not followed unless follow_symlinks_outside
                 if entry.is_dir():
                     if globs.skips_folder(rel):
                         continue
@@ -79,9 +262,11 @@ def _walk(root: Path, globs: GlobSet) -> Iterator[tuple[str, os.stat_result]]:
                         seen_dirs.add(ident)
                         stack.append((Path(entry.path), rel + "/"))
                 elif entry.is_file() and globs.wants_file(rel):
-                    yield rel, entry.stat()
-            except OSError:
-                continue
+                    yield rel, entry.stat(), None
+            except OSError as exc:
+                if globs.wants_file(rel):
+                    yield rel, None, ("unreadable", f"cannot read {entry.path} ({exc.strerror or exc}); "
+                                      "shorten the path or fix its permissions")
 
 
 def _dir_id(path: Path) -> tuple[int, int]:
@@ -89,7 +274,7 @@ def _dir_id(path: Path) -> tuple[int, int]:
     return st.st_dev, st.st_ino
 
 
-def captured_metadata(src: SourceConfig, relpath: str) -> dict[str, str]:
+def captured_metadata(src: FileOptions, relpath: str) -> dict[str, str]:
     """Static metadata plus named captures of the source's path patterns that match this path."""
     meta: dict = dict(src.metadata)
     for cap in src.captures:
@@ -105,3 +290,19 @@ def sha256_file(path: Path) -> str:
         for block in iter(lambda: fh.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def _build(options: FileOptions, label: str | None, limits: Limits | None = None) -> FileSource:
+    return FileSource(options, label, limits)
+
+
+def _source_type(name: str, summary: str, kind: str):
+    from rag_pipelines.sources.registry import SourceType
+
+    return SourceType(type=name, options=FileOptions, build=_build, summary=summary, kind=kind)
+
+
+SOURCES = [
+    _source_type("obsidian", "An Obsidian vault: notes, canvases and attached documents.", "system"),
+    _source_type("project", "Folders of documents: Markdown, PDF, DOCX, HTML, EPUB, text.", "project"),
+]

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 import dagster as dg
 
 from rag_pipelines import progress
-from rag_pipelines.config import CollectionConfig
+from rag_pipelines.config import CollectionConfig, safe_name
 from rag_pipelines.items import IndexStats, index_keys
-from rag_pipelines.sources.files import scan_collection
+from rag_pipelines.scan import scan_collection
 from rag_pipelines.sync import plan_sync
 from rag_pipelines.wiring.resources import RagResource
 
@@ -34,11 +34,15 @@ class CollectionDefs:
 
 
 def items_key(name: str) -> dg.AssetKey:
-    return dg.AssetKey([name, "items"])
+    return dg.AssetKey([safe_name(name), "items"])
 
 
 def partitions_name(name: str) -> str:
-    return f"{name}_items"
+    return f"{safe_name(name)}_items"
+
+
+def sync_op_name(name: str) -> str:
+    return f"{safe_name(name)}_sync"
 
 
 def stats_metadata(stats: IndexStats, embedder_id: str) -> dict:
@@ -61,13 +65,14 @@ def add_partitions(instance: dg.DagsterInstance, name: str, keys: list[str]) -> 
 def build_collection(cfg: CollectionConfig) -> CollectionDefs:
     partitions = dg.DynamicPartitionsDefinition(name=partitions_name(cfg.name))
     key = items_key(cfg.name)
+    safe = cfg.safe_name
 
     @dg.asset(
         key=key,
-        group_name=cfg.name,
+        group_name=safe,
         partitions_def=partitions,
         backfill_policy=dg.BackfillPolicy.single_run(),
-        description=f"Items of the '{cfg.name}' collection, one partition per file: parsed, chunked, embedded "
+        description=f"Items of the '{cfg.name}' collection, one partition per item: read, parsed, chunked, embedded "
         f"and written to rag.db. {cfg.description}".strip(),
         kinds={"sqlite"},
     )
@@ -79,7 +84,7 @@ def build_collection(cfg: CollectionConfig) -> CollectionDefs:
         return dg.MaterializeResult(metadata=stats_metadata(stats, embedder.id))
 
     @dg.op(
-        name=f"{cfg.name}_sync",
+        name=sync_op_name(cfg.name),
         config_schema={
             "reindex": dg.Field([str], default_value=[], description="Keys of new or changed items."),
             "delete": dg.Field([str], default_value=[], description="Keys of items gone from disk."),
@@ -106,19 +111,19 @@ def build_collection(cfg: CollectionConfig) -> CollectionDefs:
                 if item_key in existing:
                     context.instance.delete_dynamic_partition(partitions.name, item_key)
                 continue
-            meta = {"outcome": outcome, "embedder": embedder.id}
+            meta = {"outcome": outcome, "chunks": stats.item_chunks.get(item_key, 0), "embedder": embedder.id}
             if item_key in failures:
                 meta.update(error_kind=failures[item_key][0], error=failures[item_key][1])
             context.log_event(dg.AssetMaterialization(asset_key=key, partition=item_key, metadata=meta))
         context.log.info(f"sync {cfg.name}: {stats.as_metadata()}")
 
-    sync_job = dg.GraphDefinition(name=f"{cfg.name}_sync_graph", node_defs=[sync]).to_job(
-        name=f"{cfg.name}_sync",
+    sync_job = dg.GraphDefinition(name=f"{safe}_sync_graph", node_defs=[sync]).to_job(
+        name=f"{safe}_sync",
         description=f"Re-index changed items and drop deleted ones of '{cfg.name}' (one run for any number).",
         tags={"local_rag/collection": cfg.name},
     )
     index_job = dg.define_asset_job(
-        f"{cfg.name}_index", selection=dg.AssetSelection.assets(key),
+        f"{safe}_index", selection=dg.AssetSelection.assets(key),
         tags={"local_rag/collection": cfg.name},
         description=f"Index a contiguous range of new items of '{cfg.name}'.",
     )
@@ -152,14 +157,15 @@ def build_checks(cfg: CollectionConfig, key: dg.AssetKey, partitions) -> list[dg
         ok = recorded is None or recorded == (emb.id, emb.dimensions)
         return dg.AssetCheckResult(passed=ok, metadata={"index": str(recorded), "configured": f"{emb.id} ({emb.dimensions})"})
 
-    @dg.asset_check(asset=key, name="partitions_match_files", description="One partition per file on disk.")
+    @dg.asset_check(asset=key, name="partitions_match_files", description="One partition per item in the sources.")
     def partitions_check(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
-        on_disk = set(scan_collection(cfg))
+        scan = scan_collection(cfg)
+        in_sources = set(scan.items)
         parts = set(context.instance.get_dynamic_partitions(partitions.name))
         return dg.AssetCheckResult(
-            passed=on_disk == parts,
-            metadata={"files": len(on_disk), "partitions": len(parts), "missing_partitions": len(on_disk - parts),
-                      "stale_partitions": len(parts - on_disk)},
+            passed=in_sources == parts and not scan.unavailable,
+            metadata={"items": len(in_sources), "partitions": len(parts), "missing_partitions": len(in_sources - parts),
+                      "stale_partitions": len(parts - in_sources), "unavailable_sources": len(scan.unavailable)},
         )
 
     @dg.asset_check(asset=key, name="no_failed_items", description="Items that could not be indexed (warning).")

@@ -7,7 +7,7 @@ import time
 import dagster as dg
 
 from rag_pipelines.sync import plan_sync
-from rag_pipelines.wiring.assets import CollectionDefs, add_partitions
+from rag_pipelines.wiring.assets import CollectionDefs, add_partitions, sync_op_name
 from rag_pipelines.wiring.resources import RagResource
 
 RANGE_RUN_MAX = 1_000  # keys per range run for new items
@@ -47,14 +47,14 @@ def run_requests(instance: dg.DagsterInstance, c: CollectionDefs, new: list[str]
         for a, b in contiguous_ranges(ordered, set(new))
     ]
     if changed or deleted:
-        config = {"ops": {f"{c.cfg.name}_sync": {"config": {"reindex": changed, "delete": deleted}}}}
+        config = {"ops": {sync_op_name(c.cfg.name): {"config": {"reindex": changed, "delete": deleted}}}}
         requests.append(dg.RunRequest(job_name=c.sync_job.name, run_config=config, tags=tags or {}))
     return requests
 
 
 def build_sensor(c: CollectionDefs) -> dg.SensorDefinition:
     @dg.sensor(
-        name=f"{c.cfg.name}_sensor",
+        name=f"{c.cfg.safe_name}_sensor",
         jobs=[c.index_job, c.sync_job],
         minimum_interval_seconds=c.cfg.sensor_interval_seconds,
         default_status=dg.DefaultSensorStatus.RUNNING,
@@ -68,10 +68,13 @@ def build_sensor(c: CollectionDefs) -> dg.SensorDefinition:
             return dg.SkipReason("a run of this collection is in progress; its changes are picked up after it")
         t0 = time.perf_counter()
         plan = plan_sync(rag.store(), c.cfg)
-        cursor = json.dumps({"last_scan": time.time(), "files": len(plan.entries),
-                             "scan_seconds": round(time.perf_counter() - t0, 2)})
+        cursor = json.dumps({"last_scan": time.time(), "items": len(plan.entries),
+                             "scan_seconds": round(time.perf_counter() - t0, 2), "unavailable": plan.unavailable})
+        for source, why in plan.unavailable.items():
+            context.log.warning(f"source {source} of '{c.cfg.name}' skipped: {why}")
         if plan.empty:
-            return dg.SensorResult(skip_reason=f"no changes in {len(plan.entries)} files", cursor=cursor)
+            skipped = f"; skipped unreadable sources: {', '.join(plan.unavailable)}" if plan.unavailable else ""
+            return dg.SensorResult(skip_reason=f"no changes in {len(plan.entries)} items{skipped}", cursor=cursor)
         requests = run_requests(context.instance, c, plan.new, plan.changed, plan.deleted,
                                 tags={"local_rag/trigger": "sensor"})
         return dg.SensorResult(run_requests=requests, cursor=cursor)
@@ -81,10 +84,10 @@ def build_sensor(c: CollectionDefs) -> dg.SensorDefinition:
 
 def build_schedule(c: CollectionDefs) -> dg.ScheduleDefinition:
     return dg.ScheduleDefinition(
-        name=f"{c.cfg.name}_rescan",
+        name=f"{c.cfg.safe_name}_rescan",
         cron_schedule=c.cfg.schedule,
         job=c.sync_job,
-        run_config={"ops": {f"{c.cfg.name}_sync": {"config": {"rescan": True}}}},
+        run_config={"ops": {sync_op_name(c.cfg.name): {"config": {"rescan": True}}}},
         default_status=dg.DefaultScheduleStatus.RUNNING,
         description=f"Full rescan of '{c.cfg.name}': syncs every change and retries failed items.",
     )

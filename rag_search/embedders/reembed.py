@@ -11,6 +11,7 @@ from typing import Callable
 
 from rag_search.embedders.base import Embedder, Progress
 from rag_search.embedders.cached import embed_texts
+from rag_search.records import text_hash
 from rag_search.store import Store, vectors
 from rag_search.store.vectors import from_blob
 
@@ -20,8 +21,11 @@ BATCH = 256
 def reembed(store: Store, embedder: Embedder, progress: Progress | None = None,
             total: Callable[[int], None] | None = None) -> dict[str, int]:
     """Embed every distinct chunk text with `embedder` and make it the index's embedder."""
-    rows = store.conn.execute("SELECT DISTINCT text FROM chunks").fetchall()
-    texts = [r[0] for r in rows]
+    rows = store.conn.execute("SELECT DISTINCT text, content_hash FROM chunks").fetchall()
+    texts = [text for text, h in rows if text_hash(text) == h]
+    # chunks whose vector was made from other text than they store (file-path ingest) need their source
+    # re-read: their items are marked changed, so the next sync re-indexes them
+    foreign = [h for text, h in rows if text_hash(text) != h]
     if total:
         total(len(texts))
     embedded = 0
@@ -38,4 +42,8 @@ def reembed(store: Store, embedder: Embedder, progress: Progress | None = None,
             (embedder.id,),
         ).fetchall()
         vectors.insert_vectors(conn, ((cid, coll, from_blob(v)) for cid, coll, v in rows))
+        for start in range(0, len(foreign), 500):
+            part = foreign[start : start + 500]
+            conn.execute(f"UPDATE items SET stamp = NULL, sha256 = NULL WHERE id IN (SELECT item_id FROM chunks "
+                         f"WHERE content_hash IN ({','.join('?' * len(part))}))", part)
     return {"texts": len(texts), "embedded": embedded, "reused": len(texts) - embedded, "vectors": len(rows)}

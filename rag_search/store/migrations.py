@@ -109,6 +109,29 @@ MIGRATIONS: list[tuple[str, str]] = [
         CREATE INDEX item_links_by_target ON item_links(target COLLATE NOCASE);
         """,
     ),
+    (
+        "0004_sources",
+        """
+        -- Items of any source: a change stamp (size:mtime for files, a row version for records) and
+        -- the source of the collection it came from.
+        ALTER TABLE items ADD COLUMN stamp TEXT;
+        ALTER TABLE items ADD COLUMN source TEXT;
+        UPDATE items SET stamp = size || ':' || mtime_ns WHERE size IS NOT NULL AND mtime_ns IS NOT NULL;
+        CREATE INDEX items_by_source ON items(collection_id, source);
+        -- The last scan of each source: how many items it matched, or why it could not be read.
+        CREATE TABLE source_scans (
+            collection_id INTEGER NOT NULL REFERENCES collections(id) ON DELETE CASCADE,
+            source        TEXT NOT NULL,
+            type          TEXT NOT NULL,
+            matched       INTEGER NOT NULL DEFAULT 0,
+            problems      INTEGER NOT NULL DEFAULT 0,
+            scanned_at    TEXT NOT NULL,
+            seconds       REAL,
+            error         TEXT,
+            PRIMARY KEY (collection_id, source)
+        );
+        """,
+    ),
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

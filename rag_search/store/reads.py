@@ -112,6 +112,8 @@ class ItemState:
     mtime_ns: int | None
     sha256: str | None
     status: str
+    stamp: str | None = None
+    source: str | None = None
 
 
 def item_states(store: Store, collection: str) -> dict[str, ItemState]:
@@ -121,7 +123,7 @@ def item_states(store: Store, collection: str) -> dict[str, ItemState]:
     except NotFound:
         return {}
     rows = store.conn.execute(
-        "SELECT key, uri, size, mtime_ns, sha256, status FROM items WHERE collection_id = ?", (coll_id,)
+        "SELECT key, uri, size, mtime_ns, sha256, status, stamp, source FROM items WHERE collection_id = ?", (coll_id,)
     )
     return {r[0]: ItemState(*r) for r in rows}
 

@@ -70,16 +70,17 @@ def replace_item(
 def _upsert_item(
     conn: Any, coll_id: int, ref: ItemRef, fp: Fingerprint | None, title: str, status: str
 ) -> int:
-    size, mtime, sha = (fp.size, fp.mtime_ns, fp.sha256) if fp else (None, None, None)
+    size, mtime, sha, stamp = (fp.size, fp.mtime_ns, fp.sha256, fp.change_stamp) if fp else (None,) * 4
     indexed_at = now_iso() if status == "indexed" else None
     row = conn.execute(
-        "INSERT INTO items(collection_id, source_type, key, uri, title, size, mtime_ns, sha256, status, "
-        "error_kind, error, failed_at, indexed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL, NULL, ?) "
+        "INSERT INTO items(collection_id, source_type, key, uri, title, size, mtime_ns, sha256, stamp, source, "
+        "status, error_kind, error, failed_at, indexed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL, NULL, ?) "
         "ON CONFLICT(collection_id, key) DO UPDATE SET source_type = excluded.source_type, uri = excluded.uri, "
         "title = excluded.title, size = excluded.size, mtime_ns = excluded.mtime_ns, sha256 = excluded.sha256, "
+        "stamp = excluded.stamp, source = excluded.source, "
         "status = excluded.status, error_kind = NULL, error = NULL, failed_at = NULL, "
         "indexed_at = COALESCE(excluded.indexed_at, indexed_at) RETURNING id",
-        (coll_id, ref.source_type, ref.key, ref.uri, title, size, mtime, sha, status, indexed_at),
+        (coll_id, ref.source_type, ref.key, ref.uri, title, size, mtime, sha, stamp, ref.source, status, indexed_at),
     ).fetchone()
     return row[0]
 
@@ -118,24 +119,41 @@ def mark_failed(
     coll_id = store.collection_id(ref.collection)
     with store.transaction() as conn:
         row = conn.execute(
-            "INSERT INTO items(collection_id, source_type, key, uri, status, error_kind, error, failed_at, "
-            "size, mtime_ns, sha256) VALUES (?, ?, ?, ?, 'failed', ?, ?, ?, ?, ?, ?) "
+            "INSERT INTO items(collection_id, source_type, key, uri, source, status, error_kind, error, failed_at, "
+            "size, mtime_ns, sha256, stamp) VALUES (?, ?, ?, ?, ?, 'failed', ?, ?, ?, ?, ?, ?, ?) "
             "ON CONFLICT(collection_id, key) DO UPDATE SET status = 'failed', error_kind = excluded.error_kind, "
-            "error = excluded.error, failed_at = excluded.failed_at, uri = excluded.uri RETURNING id",
+            "error = excluded.error, failed_at = excluded.failed_at, uri = excluded.uri, source = excluded.source, "
+            "stamp = COALESCE(excluded.stamp, stamp) RETURNING id",
             (
-                coll_id, ref.source_type, ref.key, ref.uri, error_kind, message, now_iso(),
-                *((fingerprint.size, fingerprint.mtime_ns, fingerprint.sha256) if fingerprint else (None,) * 3),
+                coll_id, ref.source_type, ref.key, ref.uri, ref.source, error_kind, message, now_iso(),
+                *((fingerprint.size, fingerprint.mtime_ns, fingerprint.sha256, fingerprint.change_stamp)
+                  if fingerprint else (None,) * 4),
             ),
         ).fetchone()
     return row[0]
 
 
-def touch_item(store: Store, collection: str, key: str, size: int, mtime_ns: int) -> None:
-    """Record a new size/mtime for an item whose content (sha256) did not change."""
+def touch_item(store: Store, collection: str, key: str, stamp: str, size: int | None = None,
+               mtime_ns: int | None = None) -> None:
+    """Record a new change stamp (and size/mtime) for an item whose content (sha256) did not change."""
     coll_id = store.collection_id(collection)
     with store.transaction() as conn:
-        conn.execute("UPDATE items SET size = ?, mtime_ns = ? WHERE collection_id = ? AND key = ?",
-                     (size, mtime_ns, coll_id, key))
+        conn.execute("UPDATE items SET stamp = ?, size = COALESCE(?, size), mtime_ns = COALESCE(?, mtime_ns) "
+                     "WHERE collection_id = ? AND key = ?", (stamp, size, mtime_ns, coll_id, key))
+
+
+def record_scan(store: Store, collection: str, source: str, type_: str, matched: int, problems: int,
+                seconds: float, error: str | None = None) -> None:
+    """Remember a source's last scan: items matched, or why it could not be read."""
+    coll_id = store.collection_id(collection)
+    with store.transaction() as conn:
+        conn.execute(
+            "INSERT INTO source_scans(collection_id, source, type, matched, problems, scanned_at, seconds, error) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(collection_id, source) DO UPDATE SET type = excluded.type, "
+            "matched = CASE WHEN excluded.error IS NULL THEN excluded.matched ELSE matched END, "
+            "problems = excluded.problems, scanned_at = excluded.scanned_at, seconds = excluded.seconds, "
+            "error = excluded.error",
+            (coll_id, source, type_, matched, problems, now_iso(), round(seconds, 3), error))
 
 
 def delete_items(store: Store, collection: str, keys: Sequence[str]) -> int:
