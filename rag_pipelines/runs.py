@@ -25,6 +25,7 @@ class RunSummary:
     run_ids: list[str] = field(default_factory=list)
     failures: list[dict] = field(default_factory=list)
     unavailable: dict[str, str] = field(default_factory=dict)  # source → why it was skipped
+    reaped: list[str] = field(default_factory=list)  # dead earlier runs marked failed before this one
 
     @property
     def unchanged(self) -> int:
@@ -37,6 +38,9 @@ class RunSummary:
                 f"{o.get('failed', 0)} failed, {o.get('deleted', 0)} deleted ({len(self.run_ids)} Dagster runs)")
         for source, why in self.unavailable.items():
             line += f"\n  skipped source {source}: {why}"
+        if self.reaped:
+            line += (f"\n  marked {len(self.reaped)} earlier run(s) failed: their process was gone "
+                     "(killed?); what they had not written was indexed now")
         return line
 
 
@@ -54,6 +58,7 @@ def index_collections(paths: Paths, names: list[str] | None = None, *, force: bo
     from rag_pipelines.wiring.definitions import build_definitions
     from rag_pipelines.wiring.instance import ensure_instance
     from rag_pipelines.wiring.resources import RagResource
+    from rag_pipelines.run_health import reap_dead_runs
     from rag_pipelines.wiring.sensors import contiguous_ranges, range_tags
 
     collections = load_collections(paths)
@@ -65,10 +70,11 @@ def index_collections(paths: Paths, names: list[str] | None = None, *, force: bo
     ensure_instance(paths)
     defs, built = build_definitions(collections)
     instance = dg.DagsterInstance.get()
+    reaped = reap_dead_runs(instance)  # a killed earlier run must not block this one (or the queue)
     store = RagResource().store()
     summaries = []
     for name in names or sorted(collections):
-        c, summary = built[name], RunSummary(name)
+        c, summary = built[name], RunSummary(name, reaped=[r.run_id for r in reaped if r.collection in (None, name)])
         plan = plan_sync(store, c.cfg, force=force, retry_failed=True)
         if keys is not None and name in keys:
             wanted = set(keys.get(name, []))
@@ -107,6 +113,9 @@ QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
 
 def _execute(job, instance, run_config: dict | None = None, **kwargs) -> str:
     """Run a job in-process (console quiet: progress and summary come from the CLI); errors surface as ours."""
+    from rag_pipelines.run_health import owner_tags
+
+    kwargs["tags"] = {**(kwargs.get("tags") or {}), **owner_tags()}
     try:
         result = job.execute_in_process(instance=instance, run_config={**(run_config or {}), **QUIET}, **kwargs)
     except Exception as exc:

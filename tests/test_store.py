@@ -116,3 +116,15 @@ def test_collection_summary_counts(store, add):
     add("notes", "b.pdf", "two", source_type="pdf")
     info = reads.collection_info(store, "notes")
     assert (info["items"], info["chunks"], info["items_by_source_type"]) == (2, 2, {"markdown": 1, "pdf": 1})
+
+
+def test_one_item_cannot_flood_the_facets(store, fake_embedder):
+    """100k metadata keys or huge values on one item write a bounded number of filter rows."""
+    from conftest import add_doc
+
+    meta = {f"k{i}": f"v{i}" for i in range(100_000)}
+    meta["long"] = "x" * 10_000
+    add_doc(store, fake_embedder, "c", "bomb.md", "text", metadata=meta, tags=tuple(f"t{i}" for i in range(10_000)))
+    rows = store.conn.execute("SELECT count(*) FROM chunk_facets").fetchone()[0]
+    assert rows <= 64 + 200 + 50
+    assert store.conn.execute("SELECT count(*) FROM chunk_facets WHERE length(value) > 200").fetchone()[0] == 0

@@ -195,6 +195,8 @@ class FileSource(BaseSource):
     def _load_one(self, entry: FileEntry) -> Loaded:
         stype = parsers.source_type(entry.suffix)
         base = dict(key=entry.key, uri=str(entry.path), source_type=stype, plain=stype in PLAIN_TYPES)
+        if not _inside(entry.path, self._allowed_roots()):
+            return Loaded(**base, gone=True)  # became a link out of the roots since the scan: not read
         try:
             st = entry.path.stat()
             limit = self.limits.max_file_mb * 1024 * 1024

@@ -6,6 +6,7 @@ import time
 
 import dagster as dg
 
+from rag_pipelines.run_health import reap_dead_runs
 from rag_pipelines.sync import plan_sync
 from rag_pipelines.wiring.assets import CollectionDefs, add_partitions, sync_op_name
 from rag_pipelines.wiring.resources import RagResource
@@ -61,6 +62,8 @@ def build_sensor(c: CollectionDefs) -> dg.SensorDefinition:
         description=f"Scans the sources of '{c.cfg.name}' and requests runs for new, changed and deleted items.",
     )
     def sensor(context: dg.SensorEvaluationContext, rag: RagResource):
+        for info in reap_dead_runs(context.instance):  # any collection's dead run blocks the one-run queue
+            context.log.warning(f"marked run {info.run_id} ({info.job_name}) failed: {info.reason}")
         active = context.instance.get_runs(
             filters=dg.RunsFilter(job_name=c.index_job.name, statuses=ACTIVE), limit=1
         ) or context.instance.get_runs(filters=dg.RunsFilter(job_name=c.sync_job.name, statuses=ACTIVE), limit=1)

@@ -65,7 +65,23 @@ def collections_delete(app: App, name: str, yes: bool):
 def status(app: App, as_json: bool):
     """Collections, counts, index size, embedder, last index times and failures."""
     st = reads.status(app.store)
+    st.update(_runs(app))
     echo_json(st) if as_json else click.echo(render_status(st))
+
+
+def _runs(app: App) -> dict:
+    """Dagster runs still marked active (dead ones are marked failed first); nothing when no instance exists."""
+    if not (app.paths.dagster_home / "history" / "runs.db").exists():
+        return {}
+    import dagster as dg  # only here: status is not on the search path
+
+    from rag_pipelines.run_health import reap_dead_runs, stuck_runs
+    from rag_pipelines.wiring.instance import ensure_instance
+
+    ensure_instance(app.paths)
+    instance = dg.DagsterInstance.get()
+    return {"runs_reaped": [i.to_dict() for i in reap_dead_runs(instance)],
+            "runs": [i.to_dict() for i in stuck_runs(instance)]}
 
 
 @click.command("reembed")

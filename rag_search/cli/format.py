@@ -95,6 +95,22 @@ def render_status(st: dict[str, Any]) -> str:
         "",
         render_collections(st["collections"]),
     ]
+    if st.get("sources"):
+        lines += ["", f"{'source':<32} {'type':<9} {'matched':>8} {'indexed':>8} {'failed':>7} {'chunks':>8}  last scan"]
+        for src in st["sources"]:
+            name = f"{src['collection']}/{src['source']}"[:32]
+            lines.append(f"{name:<32} {src['type']:<9} {src['matched']:>8} {src['indexed']:>8} {src['failed']:>7} "
+                         f"{src['chunks']:>8}  {src['scanned_at']}")
+            if src["error"]:
+                lines.append(f"  unavailable: {src['error']}")
+    if st.get("runs_reaped"):
+        lines += ["", f"marked {len(st['runs_reaped'])} Dagster run(s) failed: their process was gone (killed?); "
+                      "the next index run redoes what they had not written"]
+    if st.get("runs"):
+        lines += ["", "Dagster runs in progress:"]
+        for r in st["runs"]:
+            state = "running" if r.get("alive") else ("its process is gone" if r.get("stuck") else "waiting / unknown")
+            lines.append(f"  {r['job_name']} {r['run_id'][:8]} {r['status']} ({state}) {r.get('reason') or ''}".rstrip())
     if st["recent_failures"]:
         lines += ["", "recent failures (re-run the index to retry them):"]
         for f in st["recent_failures"]:

@@ -128,6 +128,26 @@ def item_states(store: Store, collection: str) -> dict[str, ItemState]:
     return {r[0]: ItemState(*r) for r in rows}
 
 
+def source_scans(store: Store, collection: str | None = None) -> list[dict[str, Any]]:
+    """Each source's last scan (items matched, problems, error) and what the index holds from it."""
+    sql = (
+        "SELECT co.name, s.source, s.type, s.matched, s.problems, s.scanned_at, s.seconds, s.error, "
+        "(SELECT count(*) FROM items i WHERE i.collection_id = s.collection_id AND i.source = s.source "
+        " AND i.status = 'indexed'), "
+        "(SELECT count(*) FROM items i WHERE i.collection_id = s.collection_id AND i.source = s.source "
+        " AND i.status = 'failed'), "
+        "(SELECT count(*) FROM chunks c JOIN items i ON i.id = c.item_id WHERE i.collection_id = s.collection_id "
+        " AND i.source = s.source) "
+        "FROM source_scans s JOIN collections co ON co.id = s.collection_id"
+    )
+    params: tuple = ()
+    if collection:
+        sql, params = sql + " WHERE co.name = ?", (collection,)
+    names = ("collection", "source", "type", "matched", "problems", "scanned_at", "scan_seconds", "error",
+             "indexed", "failed", "chunks")
+    return [dict(zip(names, r)) for r in store.conn.execute(sql + " ORDER BY co.name, s.source", params)]
+
+
 def status(store: Store) -> dict[str, Any]:
     """Everything `local-rag status` shows."""
     collections = list_collections(store)
@@ -148,6 +168,7 @@ def status(store: Store) -> dict[str, Any]:
         },
         "last_indexed": max((c.last_indexed for c in collections if c.last_indexed), default=None),
         "recent_failures": [f.to_dict() for f in failures(store, limit=10)],
+        "sources": source_scans(store),
     }
 
 

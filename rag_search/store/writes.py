@@ -101,15 +101,31 @@ def _insert_chunk(conn: Any, item_id: int, coll_id: int, ch: Chunk) -> int:
     return chunk_id
 
 
+MAX_FACET_VALUE = 200  # characters: longer values are text, not something to filter on
+MAX_META_FACET_KEYS = 64  # metadata keys of one chunk that become filters
+MAX_VALUES_PER_KEY = 50  # values of one list-valued key (and tags, participants) that become filters
+
+
 def facets(ch: Chunk) -> list[tuple[str, str]]:
-    """The filterable values of a chunk: tags (lower-cased), participants, and scalar metadata."""
-    out = {("tag", t.lstrip("#").lower()) for t in ch.tags if t.strip("#")}
-    out |= {("participant", p) for p in ch.participants if p}
-    for key, value in ch.metadata.items():
-        for v in value if isinstance(value, (list, tuple)) else [value]:
-            if isinstance(v, (str, int, float, bool)) and str(v) != "":
+    """The filterable values of a chunk: tags (lower-cased), participants, and scalar metadata.
+
+    Bounded, so one hostile item cannot write millions of rows: short values only, at most
+    MAX_META_FACET_KEYS metadata keys and MAX_VALUES_PER_KEY values per key.
+    """
+    out = {("tag", t.lstrip("#").lower()) for t in _short(ch.tags) if t.strip("#")}
+    out |= {("participant", p) for p in _short(ch.participants) if p}
+    for key, value in list(ch.metadata.items())[:MAX_META_FACET_KEYS]:
+        if len(str(key)) > MAX_FACET_VALUE:
+            continue
+        values = value if isinstance(value, (list, tuple)) else [value]
+        for v in values[:MAX_VALUES_PER_KEY]:
+            if isinstance(v, (str, int, float, bool)) and str(v) != "" and len(str(v)) <= MAX_FACET_VALUE:
                 out.add((f"meta.{key}", str(v).lower() if isinstance(v, bool) else str(v)))
     return sorted(out)
+
+
+def _short(values) -> list[str]:
+    return [v for v in list(values)[: MAX_VALUES_PER_KEY * 4] if isinstance(v, str) and len(v) <= MAX_FACET_VALUE]
 
 
 def mark_failed(
