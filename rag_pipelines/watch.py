@@ -7,12 +7,14 @@ watcher saw (the `ingestion://watch-stats` resource).
 
 from __future__ import annotations
 
+import json
+import os
 import threading
 import time
 from pathlib import Path
 from typing import Callable
 
-from rag_search.config import Paths
+from rag_search.config import WATCH_STATS, Paths
 from rag_search.records import iso_utc
 
 from rag_pipelines.config import load_collections
@@ -21,11 +23,20 @@ from rag_pipelines.scan import open_sources
 
 WHOLE = "*"  # pending marker: sync the whole collection
 _stats: dict = {}
+_stats_file: list[Path] = []
 
 
 def stats() -> dict:
     """What the running watcher has seen: events, debounce, last event, last sync (empty when not running)."""
     return dict(_stats)
+
+
+def _save_stats() -> None:
+    """Written beside rag.db so other processes (the MCP server's ingestion://watch-stats) can read it."""
+    if _stats_file:
+        tmp = _stats_file[0].with_suffix(".tmp")
+        tmp.write_text(json.dumps(_stats), encoding="utf-8")
+        tmp.replace(_stats_file[0])
 
 
 class _Pending:
@@ -79,7 +90,11 @@ def watch_collections(paths: Paths, names: list[str] | None, debounce: float = 2
     targets = _targets(chosen)
     pending = _Pending()
     _stats.clear()
-    _stats.update(events=0, debounce_seconds=debounce, watching=sorted({str(t[2]) for t in targets}), syncs=0)
+    _stats.update(pid=os.getpid(), started=iso_utc(int(time.time())), collections=sorted(chosen), events=0,
+                  debounce_seconds=debounce, watching=sorted({str(t[2]) for t in targets}), syncs=0)
+    _stats_file[:] = [paths.home / WATCH_STATS]
+    paths.home.mkdir(parents=True, exist_ok=True)
+    _save_stats()
 
     class Handler(FileSystemEventHandler):
         def on_any_event(self, event):
@@ -106,8 +121,13 @@ def watch_collections(paths: Paths, names: list[str] | None, debounce: float = 2
                 keys = {n: ks for n, ks in batch.items() if WHOLE not in ks}
                 for s in index_collections(paths, list(batch), keys=keys, trigger="watch"):
                     echo(s.line())
-                _stats.update(syncs=_stats["syncs"] + 1, last_sync=iso_utc(int(time.time())))
+                _stats.update(syncs=_stats["syncs"] + 1, last_sync=iso_utc(int(time.time())),
+                              last_batch={n: len(k) for n, k in batch.items()})
+                _save_stats()
     finally:
         observer.stop()
         observer.join()
+        _stats.update(stopped=iso_utc(int(time.time())))
+        _save_stats()
         _stats.clear()
+        _stats_file.clear()

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from rag_search.errors import ConfigError
 
 DEFAULT_OLLAMA_HOST = "http://127.0.0.1:11434"
+WATCH_STATS = "watch-stats.json"  # written by `local-rag watch` in the home, read by the MCP server
 
 
 class _Section(BaseModel):
@@ -57,9 +58,26 @@ class SearchSettings(_Section):
     )
 
 
+class McpSettings(_Section):
+    allowed_roots: list[str] = Field(
+        default_factory=list,
+        description="Folders outside your home in which AI assistants may create collections (rag_index); "
+                    "empty = only under your home.",
+    )
+    allowed_origins: list[str] = Field(
+        default_factory=list,
+        description="Extra browser Origins trusted by the HTTP server (e.g. http://localhost:5173); its own are always.",
+    )
+    allowed_hosts: list[str] = Field(
+        default_factory=list,
+        description="Extra Host names the HTTP server answers to (e.g. a LAN name when bound to 0.0.0.0).",
+    )
+
+
 class Settings(_Section):
     embedder: EmbedderSettings = Field(default_factory=EmbedderSettings, description="The embedder.")
     search: SearchSettings = Field(default_factory=SearchSettings, description="Search defaults.")
+    mcp: McpSettings = Field(default_factory=McpSettings, description="The MCP server: rag_index roots, HTTP hosts.")
     collections: dict[str, Any] = Field(
         default_factory=dict,
         description="Collections and their sources; validated by rag_pipelines (see config/local-rag.example.yaml).",

@@ -2,6 +2,7 @@
 
     RagError
     ├── ConfigError          a setting or config file is wrong (names file, section, field)
+    │   └── RootRefused      an AI assistant asked to index a folder it may not (system, hidden, outside roots)
     ├── StoreError           rag.db cannot be opened, migrated or written
     │   └── ExtensionError   sqlite-vec cannot be loaded into SQLite
     ├── EmbedderError        an embedder cannot load or answer
@@ -25,6 +26,10 @@ class RagError(Exception):
 
 class ConfigError(RagError):
     exit_code = 2
+
+
+class RootRefused(ConfigError):
+    pass
 
 
 class StoreError(RagError):

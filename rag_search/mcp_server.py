@@ -1,4 +1,4 @@
-"""The MCP server (the only module that imports the `mcp` SDK): search tools and ingestion resources.
+"""The MCP server: search tools and ingestion resources (with mcp_http, the only modules importing the `mcp` SDK).
 
 One warm process: rag.db and the embedder are opened once and shared by every session. Tools are
 thin: parse arguments → one library call → JSON. Errors come back as tool errors that say what to do.
@@ -6,23 +6,23 @@ thin: parse arguments → one library call → JSON. Errors come back as tool er
 
 from __future__ import annotations
 
-import hmac
-import ipaddress
 import json
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 from typing import Any, Literal
 
 import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import ToolAnnotations
 
+from rag_search import mcp_http
 from rag_search.config import Paths, Settings, load_settings
 from rag_search.embedders import Embedder, load_embedder
 from rag_search.errors import EmbedderMismatch, RagError
+from rag_search.mcp_metadata import metadata_by_collection, metadata_schema
 from rag_search.records import Hit
 from rag_search.retrieval import Filters, SearchEngine, SearchRequest, parse_date
 from rag_search.retrieval.filters import build_where
@@ -32,6 +32,8 @@ from rag_search.store import Store, reads
 OUTPUT_BUDGET_TOKENS = 8_000  # Claude Code rejects tool output over 25,000 tokens
 CHARS_PER_TOKEN = 4
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+# rag_index writes registry.yaml and the index, and a re-index drops entries of items gone from the source.
+WRITES = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False)
 INSTRUCTIONS = (
     "local-rag searches the user's own notes, documents and files, indexed on this machine. Start with "
     "rag_search (hybrid keyword + semantic); filter by collection, dates, tags, author or metadata; open a "
@@ -136,20 +138,6 @@ def search_tool(query: str, collection: str | None = None, collections: list[str
     return out
 
 
-def metadata_schema(store: Store) -> dict[str, Any]:
-    """JSON schema of the metadata filter, with the keys and values that occur in the index."""
-    keys: dict[str, set[str]] = {}
-    for per_key in reads.metadata_values(store).values():
-        for key, values in per_key.items():
-            keys.setdefault(key, set()).update(values)
-    props = {k: {"anyOf": [{"type": "string", "enum": sorted(v)},
-                           {"type": "array", "items": {"type": "string", "enum": sorted(v)}}]}
-             for k, v in sorted(keys.items())}
-    return {"anyOf": [{"type": "object", "properties": props, "additionalProperties": False}, {"type": "null"}],
-            "default": None,
-            "description": "Metadata filters: key → value or list of accepted values. Only these keys and values occur."}
-
-
 class RagServer(MCPServer):
     """MCPServer whose rag_search schema lists the metadata keys and values currently in the index."""
 
@@ -225,12 +213,13 @@ def build_server() -> MCPServer:
         """Items dated (or indexed) within the last `days` days, newest first."""
         return {"items": await _call(reads.recent_items, _ctx().store, collection, days, limit)}
 
-    @mcp.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True,
-                                          open_world_hint=False))
+    @mcp.tool(annotations=WRITES)
     async def rag_index(collection: str, path: str | None = None) -> dict:
         """Index a configured collection, or a folder (path) as a new project collection; returns counts.
 
-        Runs the same Dagster pipelines as `local-rag index` (the run is recorded in the Dagster instance).
+        Writes the index and registry.yaml; a re-index removes entries of items deleted from the source.
+        A new folder must be under the user's home (or an allowed root), not hidden or a system folder; an
+        existing collection is never re-pointed to another folder. Runs the same Dagster pipelines as `local-rag index`.
         """
         return await _call(_index, collection, path)
 
@@ -259,21 +248,67 @@ def _index(collection: str, path: str | None) -> dict:
     from rag_pipelines.runs import index_collections  # lazily: only this tool needs Dagster
 
     ctx = _ctx()
-    if path:
-        from pathlib import Path
-
-        from rag_pipelines.config import CollectionConfig, register_collection
-
-        folder = Path(path).expanduser()
-        if not folder.is_dir():
-            raise RagError(f"{folder} is not a folder. Give the absolute path of a folder to index.")
-        register_collection(ctx.paths, CollectionConfig.model_validate(
-            {"name": collection, "kind": "project", "sources": [{"type": "project", "paths": [str(folder)]}]}))
-    [summary] = index_collections(ctx.paths, [collection], trigger="mcp")
+    name = _index_target(ctx, collection, path) if path else collection
+    [summary] = index_collections(ctx.paths, [name], trigger="mcp")
     o = summary.outcomes
-    return {"collection": collection, "indexed": o.get("indexed", 0), "updated": o.get("indexed", 0),
+    return {"collection": name, "indexed": o.get("indexed", 0), "updated": o.get("indexed", 0),
             "skipped": summary.unchanged, "failed": o.get("failed", 0), "deleted": o.get("deleted", 0),
             "runs": summary.run_ids, "failures": summary.failures}
+
+
+def _index_target(ctx: RagContext, collection: str, path: str) -> str:
+    """The collection to index for (name, path): an existing one at that path, or a new one registered now."""
+    from rag_pipelines.config import load_collections, register_collection, validate_collection
+
+    from rag_search.roots import check_new_root
+
+    name = _valid_name(collection)
+    settings = load_settings(ctx.paths.config)  # fresh: allowed roots added since the server started count
+    existing = load_collections(ctx.paths, settings.model_copy(update={"disabled_collections": []})).get(name)
+    if existing is not None:
+        _same_paths(ctx, existing, path, configured=name in settings.collections)
+        return name
+    folder = check_new_root(path, settings.mcp.allowed_roots, rag_home=ctx.paths.home, config=ctx.paths.config)
+    register_collection(ctx.paths, validate_collection(
+        {"name": name, "kind": "project", "sources": [{"type": "project", "paths": [str(folder)]}]}))
+    return name
+
+
+def _valid_name(name: str) -> str:
+    """The collection name as stored (normalised); an invalid one is a one-line error."""
+    from pydantic import ValidationError
+
+    from rag_pipelines.config import CollectionConfig
+
+    try:
+        return CollectionConfig.model_validate({"name": name, "sources": [{"type": "project", "paths": ["."]}]}).name
+    except ValidationError as exc:
+        about_name = [e for e in exc.errors() if e["loc"][:1] == ("name",)]
+        msg = str((about_name or exc.errors())[0]["msg"]).removeprefix("Value error, ")
+        what = "cannot be a collection name" if about_name else "cannot be indexed"
+        raise RagError(f"{name!r} {what}: {msg}. Call rag_index again with another name.") from exc
+
+
+def _same_paths(ctx: RagContext, existing, path: str, configured: bool) -> None:
+    """Refuse to re-point an existing collection: rag_index(name, path) only re-indexes it at its own path."""
+    from rag_pipelines.config import source_paths
+
+    current = source_paths(existing)
+    folder = Path(path).expanduser().resolve()
+    if folder in {Path(p).expanduser().resolve() for p in current}:
+        return
+    how = (f"the user can edit it in {ctx.paths.config}" if configured else
+           f"the user can run `local-rag index project {_quote(existing.name)} {_quote(str(folder))} --replace` "
+           "in a terminal (items not found there leave the index)")
+    raise RagError(f"Collection '{existing.name}' already indexes {', '.join(current) or 'other sources'}; rag_index "
+                   f"does not point it at {folder}. Call rag_index('{existing.name}') without a path to re-index it, "
+                   f"pick a new collection name for that folder, or, to re-point it deliberately, {how}.")
+
+
+def _quote(text: str) -> str:
+    import shlex
+
+    return shlex.quote(text)
 
 
 def _resources(mcp: MCPServer) -> None:
@@ -291,14 +326,24 @@ def _resources(mcp: MCPServer) -> None:
                         "collections": {c["name"]: {"items": c["items"], "failed": c["failed"],
                                                     "last_indexed": c["last_indexed"]} for c in st["collections"]}})
 
+    @mcp.resource("ingestion://stats", mime_type="application/json",
+                  description="Per source: items matched, indexed, failed, chunks, last scan and why a source was skipped.")
+    def ingestion_stats() -> str:
+        return as_json({"sources": reads.source_scans(_ctx().store)})
+
+    @mcp.resource("ingestion://watch-stats", mime_type="application/json",
+                  description="The `local-rag watch` process: running or not, events seen, debounce, last event and sync.")
+    def ingestion_watch_stats() -> str:
+        return as_json(watch_stats(_ctx().paths))
+
     @mcp.resource("ingestion://failures", mime_type="application/json", description="Items that failed to index.")
     def ingestion_failures() -> str:
         return as_json([f.to_dict() for f in reads.failures(_ctx().store, limit=100)])
 
     @mcp.resource("ingestion://metadata", mime_type="application/json",
-                  description="Metadata keys and example values per collection (usable as rag_search filters).")
+                  description="Per collection, its common metadata keys and most frequent values (rag_search filters).")
     def ingestion_metadata() -> str:
-        return as_json(reads.metadata_values(_ctx().store))
+        return as_json(metadata_by_collection(_ctx().store))
 
 
 # -- transports --------------------------------------------------------------------------------
@@ -307,49 +352,32 @@ def serve_stdio() -> None:
     build_server().run("stdio")
 
 
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
+def http_app(host: str = "127.0.0.1", port: int = 8765, token: str | None = None,
+             allow_hosts: tuple[str, ...] | list[str] = (), allow_origins: tuple[str, ...] | list[str] = ()):
+    """The streamable-HTTP ASGI app: Host and Origin checked (DNS rebinding, browsers), optional bearer token."""
+    return mcp_http.secure_app(build_server(), mcp_http.Allowed.for_server(host, port, allow_hosts, allow_origins),
+                               token)
+
+
+def serve_http(host: str, port: int, token: str | None, allow_hosts: tuple[str, ...] | list[str] = (),
+               allow_origins: tuple[str, ...] | list[str] = ()) -> None:
+    mcp_http.check_exposure(host, token)
+    mcp_http.run(http_app(host, port, token, allow_hosts, allow_origins), host, port)
+
+
+def watch_stats(paths: Paths) -> dict[str, Any]:
+    """What `local-rag watch` last wrote beside the index, and whether that process still runs."""
+    import os
+
+    from rag_search.config import WATCH_STATS
+
+    file = paths.home / WATCH_STATS
+    if not file.exists():
+        return {"running": False, "note": "No watcher has run on this home. Start one with `local-rag watch`."}
+    data = json.loads(file.read_text(encoding="utf-8"))
     try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
-def http_app(host: str = "127.0.0.1", port: int = 8765, token: str | None = None):
-    """The streamable-HTTP ASGI app: Host/Origin checked against DNS rebinding, optional bearer token."""
-    names = {"127.0.0.1", "localhost", "[::1]", host}
-    security = TransportSecuritySettings(
-        enable_dns_rebinding_protection=True,
-        allowed_hosts=[f"{n}:*" for n in names] + list(names),
-        allowed_origins=[f"http://{n}:*" for n in names] + [f"http://{n}" for n in names],
-    )
-    app = build_server().streamable_http_app(transport_security=security, host=host)
-    return BearerAuth(app, token) if token else app
-
-
-class BearerAuth:
-    """ASGI middleware: every HTTP request must carry `Authorization: Bearer <token>`."""
-
-    def __init__(self, app, token: str):
-        self.app, self.expected = app, f"Bearer {token}".encode()
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] == "http":
-            given = dict(scope.get("headers") or []).get(b"authorization", b"")
-            if not hmac.compare_digest(given, self.expected):
-                body = b'{"error": "missing or wrong bearer token (Authorization: Bearer <token>)"}'
-                await send({"type": "http.response.start", "status": 401,
-                            "headers": [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")]})
-                await send({"type": "http.response.body", "body": body})
-                return
-        await self.app(scope, receive, send)
-
-
-def serve_http(host: str, port: int, token: str | None) -> None:
-    import uvicorn
-
-    if not is_loopback(host) and not token:
-        raise RagError(f"Serving on {host} exposes your index to the network. Pass --token (or LOCAL_RAG_MCP_TOKEN), "
-                       "or bind to 127.0.0.1.")
-    uvicorn.run(http_app(host, port, token), host=host, port=port, log_level="warning")
+        os.kill(int(data.get("pid", 0)), 0)
+        alive = not data.get("stopped")
+    except (OSError, ValueError):
+        alive = False
+    return {"running": alive, **data}

@@ -30,6 +30,8 @@ def home(tmp_path_factory):
     mp = pytest.MonkeyPatch()
     tmp = tmp_path_factory.mktemp("mcp")
     paths, vault = make_home(tmp, mp)
+    with paths.config.open("a") as f:  # tmp is outside $HOME: let rag_index create collections in it
+        f.write(f"mcp:\n  allowed_roots: [{json.dumps(str(tmp))}]\n  allowed_hosts: [config.lan]\n")
     from rag_pipelines import runs
     from rag_pipelines.wiring import resources
 
@@ -66,7 +68,8 @@ def tool_contract(tools) -> list[dict]:
     return [{"name": t.name,
              "parameters": sorted(t.input_schema.get("properties", {})),
              "required": sorted(t.input_schema.get("required", [])),
-             "read_only": bool(t.annotations and t.annotations.read_only_hint)} for t in tools]
+             "read_only": bool(t.annotations and t.annotations.read_only_hint),
+             "destructive": bool(t.annotations and t.annotations.destructive_hint)} for t in tools]
 
 
 def test_tools_contract_and_every_tool_over_stdio(home):
@@ -77,7 +80,9 @@ def test_tools_contract_and_every_tool_over_stdio(home):
 
     async def go():
         async with session(env) as s:
-            tools = (await s.list_tools()).tools
+            listed = await s.list_tools()
+            assert len(listed.model_dump_json(by_alias=True, exclude_none=True)) < 12_000
+            tools = listed.tools
             contract = tool_contract(tools)
             if not SNAPSHOT.exists():
                 SNAPSHOT.write_text(json.dumps(contract, indent=1) + "\n")
@@ -120,9 +125,20 @@ def test_tools_contract_and_every_tool_over_stdio(home):
             assert (indexed["indexed"], indexed["failed"]) == (1, 0) and indexed["runs"]
             hit = payload(await s.call_tool("rag_search", {"query": "PostgreSQL migration", "collection": "newproject"}))
             assert hit["hits"][0]["key"] == "plan.md"
+            again = payload(await s.call_tool("rag_index", {"collection": "newproject", "path": str(newdir) + "/"}))
+            assert (again["indexed"], again["skipped"]) == (0, 1)
+            moved = error(await s.call_tool("rag_index", {"collection": "newproject", "path": str(vault)}))
+            assert str(newdir) in moved and "--replace" in moved
 
             resources = {str(r.uri) for r in (await s.list_resources()).resources}
-            assert resources == {"rag://stats", "ingestion://status", "ingestion://failures", "ingestion://metadata"}
+            assert resources == {"rag://stats", "ingestion://status", "ingestion://failures", "ingestion://metadata",
+                                 "ingestion://stats", "ingestion://watch-stats"}
+            per_source = json.loads((await s.read_resource("ingestion://stats")).contents[0].text)["sources"]
+            notes = next(x for x in per_source if x["collection"] == "notes")
+            assert (notes["type"], notes["failed"], notes["error"]) == ("obsidian", 1, None)
+            assert notes["matched"] == notes["indexed"] + notes["failed"] and notes["chunks"] >= notes["indexed"]
+            watch = json.loads((await s.read_resource("ingestion://watch-stats")).contents[0].text)
+            assert watch["running"] is False and "local-rag watch" in watch["note"]
             failures = json.loads((await s.read_resource("ingestion://failures")).contents[0].text)
             assert failures[0]["key"] == "broken.pdf" and failures[0]["error_kind"] == "corrupt"
             meta = json.loads((await s.read_resource("ingestion://metadata")).contents[0].text)
@@ -179,7 +195,8 @@ def free_port() -> int:
 def test_http_transport_checks_origin_and_token(home):
     env, _, _ = home
     port = free_port()
-    proc = subprocess.Popen([EXE, "serve", "--port", str(port), "--token", "s3cret"], env={**os.environ, **env},
+    proc = subprocess.Popen([EXE, "serve", "--port", str(port), "--token", "s3cret", "--allow-host", "notes.lan",
+                             "--allow-origin", "http://localhost:5173"], env={**os.environ, **env},
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}/mcp"
     init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
@@ -197,7 +214,12 @@ def test_http_transport_checks_origin_and_token(home):
         assert httpx.post(url, json=init, headers=headers).status_code == 401
         auth = {**headers, "Authorization": "Bearer s3cret"}
         assert httpx.post(url, json=init, headers={**auth, "Origin": "http://evil.example"}).status_code == 403
-        assert httpx.post(url, json=init, headers={**auth, "Host": "evil.example"}).status_code == 421
+        refused = httpx.post(url, json=init, headers={**auth, "Host": "evil.example"})
+        assert refused.status_code == 421 and "--allow-host evil.example" in refused.text
+        for name in ["notes.lan", "config.lan"]:  # --allow-host and mcp.allowed_hosts
+            assert httpx.post(url, json=init, headers={**auth, "Host": f"{name}:{port}"}).status_code == 200
+        for origin, status in [(f"http://127.0.0.1:{free_port()}", 403), ("http://localhost:5173", 200)]:
+            assert httpx.post(url, json=init, headers={**auth, "Origin": origin}).status_code == status
 
         async def go():
             import httpx2

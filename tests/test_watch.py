@@ -9,6 +9,7 @@ import dagster as dg
 from pipeline_env import make_home
 
 from rag_pipelines.watch import watch_collections
+from rag_search.mcp_server import watch_stats
 from rag_pipelines.wiring import resources
 from rag_search.retrieval import SearchEngine, SearchRequest
 
@@ -33,7 +34,13 @@ def test_saved_note_is_searchable_seconds_later(tmp_path, monkeypatch):
         assert time.time() - saved < 30
         runs = dg.DagsterInstance.get().get_runs(filters=dg.RunsFilter(tags={"local_rag/trigger": "watch"}))
         assert runs  # the watcher's runs are recorded in the instance
+        deadline = time.time() + 10
+        while watch_stats(paths).get("syncs", 0) < 1 and time.time() < deadline:
+            time.sleep(0.2)
+        seen = watch_stats(paths)  # what the MCP server's ingestion://watch-stats reports
+        assert seen["running"] and seen["events"] >= 1 and seen["debounce_seconds"] == 0.5 and seen["last_event"]
     finally:
         stop.set()
         thread.join(timeout=30)
         resources.close_all()
+    assert watch_stats(paths)["running"] is False

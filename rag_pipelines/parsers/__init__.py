@@ -1,4 +1,9 @@
-"""Parsers: bytes of an item → Document. Plain functions, no Dagster; chosen by file suffix."""
+"""Parsers: bytes of an item → Document. Plain functions, no Dagster; chosen by file suffix.
+
+`parse` guards every parser: size limits first, then binary detection for text formats and a zip-bomb
+check for DOCX/EPUB, all before any parser sees the bytes; afterwards what the document adds to tags,
+metadata and links is bounded (see limits.py).
+"""
 
 from __future__ import annotations
 
@@ -6,9 +11,11 @@ from typing import Callable
 
 from rag_search.records import Document, Section
 
-from rag_pipelines.parsers.documents import parse_docx, parse_epub, parse_html, parse_pdf
+from rag_pipelines.parsers.documents import check_zip, parse_docx, parse_epub, parse_html, parse_pdf
 from rag_pipelines.parsers.errors import ParseError
-from rag_pipelines.parsers.markdown import decode, parse_markdown
+from rag_pipelines.parsers.limits import Limits, bound_document, check_size, is_text_format
+from rag_pipelines.parsers.markdown import parse_markdown
+from rag_pipelines.parsers.text import binary_reason, decode
 
 Parser = Callable[[bytes, str, "int | None"], Document]
 
@@ -27,14 +34,16 @@ def parse_canvas(data: bytes, filename: str, mtime_ns: int | None = None) -> Doc
 
     try:
         canvas = json.loads(decode(data) or "{}")
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise ParseError("corrupt", f"not valid JSON Canvas ({exc})") from exc
     nodes = canvas.get("nodes", []) if isinstance(canvas, dict) else []
+    nodes = [n for n in nodes if isinstance(n, dict)] if isinstance(nodes, list) else []
     texts = [n.get("text", "") for n in nodes if n.get("type") == "text"]
     texts += [n.get("label", "") for n in nodes if n.get("type") == "group"]
     texts += [n.get("url", "") for n in nodes if n.get("type") == "link"]
-    links = tuple(n["file"].rsplit(".", 1)[0] for n in nodes if n.get("type") == "file" and n.get("file"))
-    sections = tuple(Section(text=t.strip()) for t in texts if t and t.strip())
+    files = [n.get("file") for n in nodes if n.get("type") == "file"]
+    links = tuple(f.rsplit(".", 1)[0] for f in files if isinstance(f, str) and f)
+    sections = tuple(Section(text=t.strip()) for t in texts if isinstance(t, str) and t.strip())
     stem = filename.rsplit("/", 1)[-1].rsplit(".", 1)[0]
     return Document(title=stem, sections=sections, links=links,
                     ts=mtime_ns // 1_000_000_000 if mtime_ns else None)
@@ -62,11 +71,20 @@ def source_type(suffix: str) -> str:
     return PARSERS.get(suffix.lower(), ("unsupported", None))[0]
 
 
-def parse(data: bytes, filename: str, mtime_ns: int | None = None, limits=None) -> Document:
+def parse(data: bytes, filename: str, mtime_ns: int | None = None, limits: Limits | None = None) -> Document:
+    """The Document of one file's bytes, or ParseError (too_large, binary, zip_bomb, corrupt, ...)."""
+    limits = limits or Limits()
     suffix = filename.rsplit(".", 1)[-1].lower() if "." in filename else ""
     if suffix not in PARSERS:
         raise ParseError("unsupported", f"no parser for '.{suffix}' files; remove it from the include globs")
-    return PARSERS[suffix][1](data, filename, mtime_ns)
+    stype, parser = PARSERS[suffix]
+    check_size(len(data), filename, limits)
+    if is_text_format(filename) and (reason := binary_reason(data)):
+        raise ParseError("binary", f"{filename} looks like binary data ({reason}), not {stype}; exclude it from "
+                                   "the collection or give it the suffix of its real format")
+    if stype in ("docx", "epub"):
+        check_zip(data, filename, limits)
+    return bound_document(parser(data, filename, mtime_ns), limits)
 
 
-__all__ = ["PARSERS", "ParseError", "parse", "source_type"]
+__all__ = ["PARSERS", "Limits", "ParseError", "parse", "parse_canvas", "parse_text", "source_type"]

@@ -1,20 +1,64 @@
-"""PDF (pymupdf, page numbers kept), DOCX (python-docx, headings and tables), HTML (headings), EPUB (chapters)."""
+"""PDF (pymupdf, page numbers kept), DOCX (python-docx, headings and tables), HTML (headings), EPUB (chapters).
+
+DOCX and EPUB are zip archives: check_zip reads only their table of contents and refuses one that would
+unpack past limits.max_unzipped_mb before python-docx or ebooklib decompress anything. (Python's zipfile
+never inflates a member past its declared size, so the declared sizes can be trusted.)
+"""
 
 from __future__ import annotations
 
 import io
 import re
+import zipfile
 from datetime import timezone
 
 from rag_search.records import Document, Section
 
 from rag_pipelines.parsers.errors import ParseError
+from rag_pipelines.parsers.limits import MB, Limits, human_size
+from rag_pipelines.parsers.webpage import html_sections
 
-_HEADINGS = ("h1", "h2", "h3", "h4", "h5", "h6")
 
 
 def _stem(filename: str) -> str:
     return filename.rsplit("/", 1)[-1].rsplit(".", 1)[0]
+
+
+ZIP_DIRECTORY_MB = 4  # a bigger table of contents (~90k members) is no DOCX/EPUB
+ZIP_BOMB_RATIO = 100  # a member inflating more than this is a bomb, not a document (real ones: ~5-20x)
+
+
+def check_zip(data: bytes, filename: str, limits: Limits) -> None:
+    """ParseError("zip_bomb" or "too_large") when the archive would unpack past the limit; nothing is inflated."""
+    fix = "exclude the file, or raise limits.max_unzipped_mb in config.yaml if you trust it"
+    directory = _zip_directory_size(data)
+    if directory is not None and directory > ZIP_DIRECTORY_MB * MB:
+        raise ParseError("zip_bomb", f"{filename} lists {human_size(directory)} of archive members, more than any "
+                                     "document has; it was not opened; exclude the file")
+    try:
+        members = zipfile.ZipFile(io.BytesIO(data)).infolist()
+    except (zipfile.BadZipFile, ValueError, EOFError) as exc:
+        raise ParseError("corrupt", f"{filename} is not a readable zip archive ({exc}), as DOCX and EPUB files are; "
+                                    "re-save it from its application") from exc
+    total = sum(m.file_size for m in members)
+    if total <= limits.max_unzipped_mb * MB:
+        return
+    worst = max(members, key=lambda m: m.file_size / max(m.compress_size, 1))
+    ratio = worst.file_size / max(worst.compress_size, 1)
+    if ratio > ZIP_BOMB_RATIO:
+        raise ParseError("zip_bomb", f"{filename} would unpack to {human_size(total)}: its member {worst.filename} "
+                                     f"inflates {ratio:,.0f}x (from {human_size(worst.compress_size)} to "
+                                     f"{human_size(worst.file_size)}), like a zip bomb; it was not unpacked; {fix}")
+    raise ParseError("too_large", f"{filename} would unpack to {human_size(total)}, over the "
+                                  f"{human_size(limits.max_unzipped_mb * MB)} limit for DOCX/EPUB contents; {fix}")
+
+
+def _zip_directory_size(data: bytes) -> int | None:
+    """Size of a zip's central directory from its end record (all ones for ZIP64), or None when there is none."""
+    end = data.rfind(b"PK\x05\x06", max(0, len(data) - 22 - 65535))
+    if end < 0 or end + 22 > len(data):
+        return None
+    return int.from_bytes(data[end + 12 : end + 16], "little")
 
 
 def parse_pdf(data: bytes, filename: str, mtime_ns: int | None = None) -> Document:
@@ -106,43 +150,6 @@ def _heading_level(style: str) -> int:
         return 1
     m = re.match(r"Heading (\d)", style)
     return int(m.group(1)) if m else 0
-
-
-def html_sections(markup: bytes | str, base_path: tuple[str, ...] = ()) -> tuple[str | None, list[Section]]:
-    """(title, sections split at h1–h6) of an HTML page; scripts, styles and navigation dropped."""
-    from bs4 import BeautifulSoup
-
-    soup = BeautifulSoup(markup, "html.parser")
-    title = soup.title.get_text(" ", strip=True) if soup.title else None
-    for tag in soup(["script", "style", "nav", "noscript", "template", "head"]):
-        tag.decompose()
-    sections, path, lines = [], [], []
-
-    def flush():
-        text = "\n".join(lines).strip()
-        if text:
-            sections.append(Section(text=text, heading_path=base_path + tuple(h for _, h in path)))
-        lines.clear()
-
-    root = soup.body or soup
-    for el in root.find_all(list(_HEADINGS) + ["p", "li", "pre", "tr", "blockquote", "dd", "dt", "figcaption"]):
-        if el.find_parent(["li", "pre", "blockquote", "tr"]) is not None and el.name != "tr":
-            continue
-        text = el.get_text(" | " if el.name == "tr" else " ", strip=True)
-        if not text:
-            continue
-        if el.name in _HEADINGS:
-            flush()
-            level = int(el.name[1])
-            path = [(lv, h) for lv, h in path if lv < level] + [(level, text)]
-        else:
-            lines.append(text)
-    flush()
-    if not sections:
-        text = root.get_text("\n", strip=True)
-        if text:
-            sections.append(Section(text=text, heading_path=base_path))
-    return title, sections
 
 
 def parse_html(data: bytes, filename: str, mtime_ns: int | None = None) -> Document:

@@ -54,12 +54,15 @@ def check_size(data_len: int, filename: str, limits: Limits) -> None:
         setting, limit, kind = "max_file_mb", limits.max_file_mb, "any file"
     else:
         return
-    raise ParseError("too_large", f"{filename} is {human_size(data_len)}, over the {human_size(limit * MB)} limit "
-                                  f"for {kind}; raise limits.{setting} in config.yaml or exclude the file")
+    size, most = human_size(data_len), human_size(limit * MB)
+    if size == most:
+        size, most = f"{data_len:,} bytes", f"{int(limit * MB):,} bytes"
+    raise ParseError("too_large", f"{filename} is {size}, over the {most} limit for {kind}; "
+                                  f"raise limits.{setting} in config.yaml or exclude the file")
 
 
 def bound_document(doc: Document, limits: Limits) -> Document:
-    """The document with tags, metadata, links, title and headings capped; what was cut is in parse_warning."""
+    """The document with tags, metadata, links, title, author and headings capped; the cuts go in parse_warning."""
     dropped: list[str] = []
     tags = _bound_tags(doc.tags, limits.max_tags, dropped)
     links = doc.links[:MAX_LINKS]
@@ -67,6 +70,7 @@ def bound_document(doc: Document, limits: Limits) -> Document:
         dropped.append(f"{len(doc.links) - MAX_LINKS} links over {MAX_LINKS} dropped")
     meta = _bound_metadata(doc.metadata, limits.max_metadata_keys, dropped)
     title = _label(doc.title, dropped, "title")
+    author = _label(doc.author, dropped, "author") if doc.author else doc.author
     sections = tuple(s if all(len(h) <= LABEL_CHARS for h in s.heading_path) else
                      Section(s.text, tuple(_label(h, dropped, "heading") for h in s.heading_path), s.page)
                      for s in doc.sections)
@@ -74,7 +78,7 @@ def bound_document(doc: Document, limits: Limits) -> Document:
         return doc
     warning = "; ".join(dict.fromkeys(filter(None, [meta.pop("parse_warning", None), *dropped])))
     meta["parse_warning"] = warning
-    return replace(doc, title=title, sections=sections, tags=tags, links=links, metadata=meta)
+    return replace(doc, title=title, author=author, sections=sections, tags=tags, links=links, metadata=meta)
 
 
 def _label(text: str, dropped: list[str], what: str) -> str:

@@ -4,6 +4,11 @@ Handles YAML (or JSON) frontmatter, wikilinks [[a]] [[a|b]] [[a#h]] [[a^b]], emb
 and recorded), Markdown links, inline #tags including nested #a/b (never inside code or URLs),
 Dataview query blocks (skipped) and `key:: value` inline fields, callouts, %%comments%%. Sections
 follow ATX headings; fenced code never produces headings, tags or links.
+
+Every pattern runs in linear time on any input: each variable-length part stops at the next '['
+(or at a character that can start no match), so the scans of different starting points never overlap.
+Frontmatter is read by parsers.frontmatter, bounded in size and alias expansion; list properties keep
+scalar values only (a nested list is never turned into a string).
 """
 
 from __future__ import annotations
@@ -12,49 +17,26 @@ import re
 from datetime import date, datetime, timezone
 from urllib.parse import unquote
 
-import yaml
-
 from rag_search.records import Document, Section
 
+from rag_pipelines.parsers.frontmatter import split_frontmatter
+from rag_pipelines.parsers.text import decode
+
 FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})\s*([\w+-]*)")
-HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
+HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.*)$")  # closing #s are stripped by heading_title
 WIKILINK = re.compile(r"(!?)\[\[([^\[\]|]+?)(?:\|([^\[\]]*?))?\]\]")
-MD_LINK = re.compile(r"(!?)\[([^\]]*)\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
+MD_LINK = re.compile(r"(!?)\[([^\[\]]*)\]\(([^)\s\[]+)(?:\s+\"[^\"\[]*\")?\)")
 INLINE_CODE = re.compile(r"`[^`\n]*`")
 TAG = re.compile(r"(?<![\w/#&=\])])#([\w/-]*[^\W\d_][\w/-]*|[\w/-]*_[\w/-]*)", re.UNICODE)
 INLINE_FIELD_LINE = re.compile(r"^\s*(?:[-*+]\s+)?([A-Za-z][\w \-]*?)::\s*(.*)$")
-INLINE_FIELD_BRACKET = re.compile(r"[\[(]([A-Za-z][\w \-]*?)::\s*([^\])]*)[\])]")
+FIELD_OPEN = re.compile(r"[\[(]([A-Za-z][\w \-]*?)::")  # [key:: value] / (key:: value), value up to FIELD_CLOSE
+FIELD_CLOSE = re.compile(r"[\])]")
 COMMENT = re.compile(r"%%.*?%%", re.DOTALL)
 CALLOUT = re.compile(r"^\[!(\w+)\][+-]?\s*")
 DAILY = re.compile(r"(\d{4})-(\d{2})-(\d{2})")
 SKIP_FENCES = {"dataview", "dataviewjs"}
 DATE_KEYS = ("date", "created", "creation_date", "created_at", "updated", "modified")
-
-
-def decode(data: bytes) -> str:
-    """UTF-8 (BOM stripped), falling back to cp1252 for legacy files; newlines normalised."""
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        text = data.decode("cp1252", errors="replace")
-    return text.replace("\r\n", "\n").replace("\r", "\n")
-
-
-def split_frontmatter(text: str) -> tuple[dict, str, str | None]:
-    """(properties, body, warning). Invalid frontmatter stays in the body as text, as Obsidian shows it."""
-    if not text.startswith("---\n"):
-        return {}, text, None
-    end = re.search(r"^(?:---|\.\.\.)\s*$", text[4:], re.MULTILINE)
-    if not end:
-        return {}, text, None
-    block, body = text[4 : 4 + end.start()], text[4 + end.end() :].lstrip("\n")
-    try:
-        props = yaml.safe_load(block) if block.strip() else {}
-    except yaml.YAMLError as exc:
-        return {}, text, f"invalid frontmatter YAML: {str(exc).splitlines()[0]}"
-    if not isinstance(props, dict):
-        return {}, text, "frontmatter is not a mapping"
-    return props, body, None
+SCALARS = (str, int, float, date)
 
 
 def as_list(value, split_spaces: bool = False) -> list[str]:
@@ -64,9 +46,9 @@ def as_list(value, split_spaces: bool = False) -> list[str]:
     if isinstance(value, str):
         parts = value.replace(",", " ").split() if split_spaces else value.split(",")
         return [p.strip() for p in parts if p.strip()]
-    if isinstance(value, (list, tuple)):
-        return [str(v).strip() for v in value if v is not None and str(v).strip()]
-    return [str(value)]
+    if isinstance(value, (list, tuple)):  # scalar items only: a nested list (a YAML alias?) is not a name
+        return [str(v).strip() for v in value if isinstance(v, SCALARS) and str(v).strip()]
+    return [str(value)] if isinstance(value, SCALARS) else []
 
 
 def to_ts(value) -> int | None:
@@ -80,6 +62,28 @@ def to_ts(value) -> int | None:
         except ValueError:
             return None
     return None
+
+
+def heading_title(text: str) -> str:
+    """An ATX heading's text without its closing #s (and the spaces around them)."""
+    return text.rstrip().rstrip("#").rstrip()
+
+
+def bracket_fields(prose: str):
+    """(key, value) of each [key:: value] and (key:: value); the value ends at the first ']' or ')'.
+
+    One pass: after a field, the search goes on past its closing bracket; with no closing bracket left,
+    no later field can close either.
+    """
+    pos = 0
+    for m in FIELD_OPEN.finditer(prose):
+        if m.start() < pos:
+            continue
+        close = FIELD_CLOSE.search(prose, m.end())
+        if close is None:
+            return
+        yield m.group(1), prose[m.end() : close.start()].strip()
+        pos = close.end()
 
 
 def field_key(key: str) -> str:
@@ -127,8 +131,8 @@ class _Body:
         """Links, embeds, tags and fields of one prose line; returns the line as searchable text."""
         prose = INLINE_CODE.sub(" ", line)
         self.tags += TAG.findall(prose)
-        for m in INLINE_FIELD_BRACKET.finditer(prose):
-            self.fields[field_key(m.group(1))] = m.group(2).strip()
+        for key, value in bracket_fields(prose):
+            self.fields[field_key(key)] = value
         line = WIKILINK.sub(self._wikilink, line)
         line = MD_LINK.sub(self._mdlink, line)
         return line
@@ -182,7 +186,7 @@ def parse_markdown(data: bytes, filename: str, mtime_ns: int | None = None) -> D
             continue
         h = HEADING.match(raw)
         if h:
-            body.heading(len(h.group(1)), h.group(2))
+            body.heading(len(h.group(1)), heading_title(h.group(2)))
             continue
         line = raw
         quote = re.match(r"^(\s*>\s?)+", line)
@@ -201,7 +205,8 @@ def _document(props: dict, body: _Body, filename: str, mtime_ns: int | None, war
     stem = filename.rsplit("/", 1)[-1].rsplit(".", 1)[0]
     tags = [t.lstrip("#") for t in as_list(props.get("tags"), True) + as_list(props.get("tag"), True)] + body.tags
     aliases = as_list(props.get("aliases")) + as_list(props.get("alias"))
-    title = str(props.get("title") or body.first_h1 or stem).strip()
+    named = props.get("title") if isinstance(props.get("title"), SCALARS) else None
+    title = str(named or body.first_h1 or stem).strip()
     ts = next((t for t in (to_ts(props.get(k)) for k in DATE_KEYS) if t is not None), None)
     if ts is None and (d := DAILY.search(stem)):
         ts = to_ts(f"{d.group(1)}-{d.group(2)}-{d.group(3)}")

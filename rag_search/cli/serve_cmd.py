@@ -14,14 +14,22 @@ from rag_search.cli.context import App, pass_app
 @click.option("--host", default="127.0.0.1", show_default=True, help="HTTP bind address.")
 @click.option("--token", default=lambda: os.environ.get("LOCAL_RAG_MCP_TOKEN"),
               help="Bearer token HTTP clients must send (env LOCAL_RAG_MCP_TOKEN); required off loopback.")
+@click.option("--allow-host", "allow_hosts", multiple=True, metavar="NAME",
+              help="Also answer to this Host name (e.g. a LAN name); repeatable; adds to mcp.allowed_hosts.")
+@click.option("--allow-origin", "allow_origins", multiple=True, metavar="ORIGIN",
+              help="Also trust this browser Origin (e.g. http://localhost:5173); repeatable; adds to "
+                   "mcp.allowed_origins.")
 @pass_app
-def serve(app: App, port: int | None, host: str, token: str | None):
+def serve(app: App, port: int | None, host: str, token: str | None, allow_hosts: tuple[str, ...],
+          allow_origins: tuple[str, ...]):
     """Run the MCP server: stdio by default (what Claude launches), or HTTP with --port."""
     from rag_search import mcp_server
 
     mcp_server.open_context(app.paths)
     if port is None:
         mcp_server.serve_stdio()
-    else:
-        click.echo(f"MCP over streamable HTTP on http://{host}:{port}/mcp", err=True)
-        mcp_server.serve_http(host, port, token)
+        return
+    hosts = [*app.settings.mcp.allowed_hosts, *allow_hosts]
+    origins = [*app.settings.mcp.allowed_origins, *allow_origins]
+    click.echo(f"MCP over streamable HTTP on http://{host}:{port}/mcp", err=True)
+    mcp_server.serve_http(host, port, token, hosts, origins)

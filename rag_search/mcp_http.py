@@ -1,0 +1,159 @@
+"""The MCP server's HTTP transport: which Host and Origin headers it answers to, a bearer token, uvicorn.
+
+Browsers may only talk to it from its own origins (http://127.0.0.1:PORT, http://localhost:PORT, ...) or
+configured ones; requests without an Origin (non-browser clients) are fine. The Host header must name this
+machine, which blocks DNS rebinding; a refusal says which Host was refused and how to allow it.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import json
+import socket
+from dataclasses import dataclass
+
+from rag_search.errors import RagError
+
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+WILDCARDS = ("0.0.0.0", "::", "[::]", "")
+
+
+@dataclass(frozen=True)
+class Allowed:
+    """Host names (without port) and exact Origins the server accepts."""
+
+    hosts: frozenset[str]
+    origins: frozenset[str]
+
+    @classmethod
+    def for_server(cls, host: str, port: int, extra_hosts=(), extra_origins=()) -> Allowed:
+        own = {_bracket(n) for n in (*LOOPBACK_NAMES, *machine_names(host))}
+        hosts = own | {_bracket(h) for h in extra_hosts}
+        origins = {f"http://{n}:{port}" for n in own} | ({f"http://{n}" for n in own} if port == 80 else set())
+        return cls(frozenset(hosts), frozenset(origins | {_origin(o) for o in extra_origins}))
+
+    def host_ok(self, host_header: str) -> bool:
+        return host_name(host_header) in self.hosts
+
+    def origin_ok(self, origin: str | None) -> bool:
+        return not origin or _origin(origin) in self.origins
+
+
+def machine_names(bind: str) -> set[str]:
+    """The names a LAN client may use: the bind address, or for 0.0.0.0/:: this machine's names and addresses."""
+    if bind.strip().lower() not in WILDCARDS:
+        return {bind}
+    names: set[str] = set()
+    try:
+        names |= {socket.gethostname(), socket.getfqdn()}
+        for name in list(names):
+            names |= {info[4][0] for info in socket.getaddrinfo(name, None) if "%" not in str(info[4][0])}
+    except OSError:
+        pass  # no resolvable hostname: --allow-host still works
+    return {n for n in names if n}
+
+
+def host_name(host_header: str) -> str:
+    """'Name:8765' → 'name', '[::1]:8765' → '[::1]'."""
+    h = host_header.strip().lower()
+    if h.startswith("["):
+        return h[: h.find("]") + 1] if "]" in h else h
+    return h.rsplit(":", 1)[0] if h.count(":") == 1 else _bracket(h)
+
+
+def _bracket(name: str) -> str:
+    """Lower-case; IPv6 addresses in brackets, as they appear in Host and Origin headers."""
+    n = name.strip().lower()
+    try:
+        return f"[{n}]" if isinstance(ipaddress.ip_address(n), ipaddress.IPv6Address) else n
+    except ValueError:
+        return n
+
+
+def _origin(origin: str) -> str:
+    return origin.strip().lower().rstrip("/")
+
+
+class HostOriginGuard:
+    """ASGI middleware: 421 for a Host that is not this server's, 403 for an untrusted browser Origin."""
+
+    def __init__(self, app, allowed: Allowed):
+        self.app, self.allowed = app, allowed
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http":
+            headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope.get("headers") or []}
+            host, origin = headers.get("host", ""), headers.get("origin")
+            if not self.allowed.host_ok(host):
+                name = host_name(host) or "(none)"
+                return await _json(send, 421, f"Host '{host}' is not a name this server answers to (protection "
+                                   f"against DNS rebinding). If clients reach it as {name}, restart it with "
+                                   f"`local-rag serve --allow-host {name} ...` or add {name} to mcp.allowed_hosts "
+                                   "in the config file.")
+            if not self.allowed.origin_ok(origin):
+                return await _json(send, 403, f"Origin '{origin}' is not trusted: browsers may only call this server "
+                                   f"from its own pages. To trust it, restart with `local-rag serve --allow-origin "
+                                   f"{origin} ...` or add it to mcp.allowed_origins in the config file.")
+            scope = {**scope, "headers": _normalised(scope["headers"])}  # as the SDK's own check expects them
+        await self.app(scope, receive, send)
+
+
+def _normalised(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    return [(k, v.lower().rstrip(b"/") if k.lower() in (b"host", b"origin") else v) for k, v in headers]
+
+
+class BearerAuth:
+    """ASGI middleware: every HTTP request must carry `Authorization: Bearer <token>`."""
+
+    def __init__(self, app, token: str):
+        self.app, self.expected = app, f"Bearer {token}".encode()
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http":
+            given = dict(scope.get("headers") or []).get(b"authorization", b"")
+            if not hmac.compare_digest(given, self.expected):
+                return await _json(send, 401, "missing or wrong bearer token (Authorization: Bearer <token>)",
+                                   [(b"www-authenticate", b"Bearer")])
+        await self.app(scope, receive, send)
+
+
+async def _json(send, status: int, error: str, headers: list | None = None) -> None:
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), *(headers or [])]})
+    await send({"type": "http.response.body", "body": json.dumps({"error": error}).encode()})
+
+
+def secure_app(server, allowed: Allowed, token: str | None):
+    """The server's streamable-HTTP app behind the Host/Origin guard and, with a token, bearer auth."""
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    security = TransportSecuritySettings(  # the SDK checks the same lists again
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=sorted(allowed.hosts) + [f"{h}:*" for h in sorted(allowed.hosts)],
+        allowed_origins=sorted(allowed.origins),
+    )
+    app = server.streamable_http_app(transport_security=security)
+    return HostOriginGuard(BearerAuth(app, token) if token else app, allowed)
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_exposure(host: str, token: str | None) -> None:
+    """Off loopback, a token is required."""
+    if not is_loopback(host) and not token:
+        raise RagError(f"Serving on {host} exposes your index to the network. Pass --token (or LOCAL_RAG_MCP_TOKEN), "
+                       "or bind to 127.0.0.1.")
+
+
+def run(app, host: str, port: int) -> None:
+    import uvicorn
+
+    uvicorn.run(app, host=host, port=port, log_level="warning")
