@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Annotated, Literal, Union
 
 import yaml
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from rag_search.config import Paths, Settings, describe_validation_error, load_settings
 from rag_search.errors import ConfigError
@@ -52,7 +52,8 @@ SourceConfig = Annotated[Union[options_models()], Field(discriminator="type")]  
 
 class CollectionConfig(Model):
     name: str = Field(description="Collection name as you type it, e.g. notes or \"Project Alpha\".")
-    kind: Literal["system", "project"] = Field("project", description="system (your notes, mail) or project.")
+    kind: Literal["system", "project"] = Field(None, description="system (your notes, mail) or project; "  # type: ignore[assignment]
+                                               "default: what its first source is (mail, books, vaults: system).")
     description: str = Field("", description="What the collection holds; shown to AI assistants.")
     sources: tuple[SourceConfig, ...] = Field(min_length=1, description="Where the items come from.")  # type: ignore[valid-type]
     chunking: Chunking = Field(default_factory=Chunking, description="Chunking overrides.")
@@ -64,6 +65,13 @@ class CollectionConfig(Model):
     @classmethod
     def _valid_name(cls, v: str) -> str:
         return check_name(v)
+
+    @model_validator(mode="after")
+    def _default_kind(self) -> "CollectionConfig":
+        if self.kind is None:
+            spec = source_types().get(self.sources[0].type)
+            object.__setattr__(self, "kind", spec.kind if spec else "project")
+        return self
 
     @property
     def safe_name(self) -> str:

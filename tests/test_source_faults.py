@@ -193,3 +193,24 @@ def test_ingest_strategies(home, tmp_path):
     hits = engine.search(SearchRequest("otters and beavers", mode="semantic",
                                        filters=Filters(collections=("paths",)))).hits
     assert hits[0].uri == str(folder / "short.md") and hits[0].text == str(folder / "short.md")
+
+
+def test_a_root_unmounted_mid_run_keeps_its_items(tmp_path, store, fake_embedder):
+    root = tmp_path / "drive" / "notes"
+    root.mkdir(parents=True)
+    (root / "a.md").write_text("alpha")
+    c = cfg(root)
+    index_keys(store, fake_embedder, c, plan_sync(store, c).new)
+    (root / "b.md").write_text("beta")
+    sources = open_sources(cfg(root, name="c"))
+    plan = plan_sync(store, c, sources=sources)
+    (tmp_path / "drive").rename(tmp_path / "gone")  # between the plan and the run
+    stats = index_keys(store, fake_embedder, c, plan.new + ["a.md"], sources=open_sources(cfg(root, name="c", exclude=["x"])))
+    assert stats.deleted == 0 and set(reads.item_states(store, "c")) >= {"a.md"}
+    assert store.conn.execute("SELECT count(*) FROM chunks").fetchone()[0] >= 1  # a.md still searchable
+
+
+def test_collection_kind_defaults_to_its_source():
+    assert cfg("/tmp").kind == "project"
+    vault = CollectionConfig.model_validate({"name": "n", "sources": [{"type": "obsidian", "paths": ["/tmp"]}]})
+    assert vault.kind == "system"

@@ -48,13 +48,42 @@ def _why(path: Path, exc: Exception, app: str) -> str:
     return f"{path} is not a readable SQLite database ({text}); check it is {app}'s file, not a copy being written."
 
 
+def _closed_wal(path: Path) -> bool:
+    """A WAL-mode database that no process has open (no -shm): opening it, even read-only, would create files."""
+    try:
+        with path.open("rb") as fh:
+            header = fh.read(20)
+    except OSError:
+        return False
+    return header[:16] == b"SQLite format 3\x00" and header[18] == 2 and not Path(f"{path}-shm").exists()
+
+
 @contextmanager
 def open_ro(path: Path, app: str, required: Sequence[str] = ()) -> Iterator[sqlite3.Connection]:
-    """A read-only connection to a live app database; SourceUnavailable when it cannot be read now."""
+    """A read-only connection to a live app database; SourceUnavailable when it cannot be read now.
+
+    A WAL database that the app does not have open (no -shm beside it) is read from a private copy,
+    so not even empty -wal/-shm files appear next to the app's data.
+    """
     path = Path(path).expanduser()
     if not path.is_file():
         raise SourceUnavailable(f"{path} does not exist; check the path in the config (is {app} installed and "
                                 "has it run once?). Nothing indexed from it was removed.")
+    if _closed_wal(path):
+        with tempfile.TemporaryDirectory(prefix="local-rag-copy-") as tmp:
+            copy = Path(tmp) / path.name
+            import shutil
+
+            shutil.copyfile(path, copy)
+            with _open_ro(copy, app, required, shown=path) as conn:
+                yield conn
+        return
+    with _open_ro(path, app, required, shown=path) as conn:
+        yield conn
+
+
+@contextmanager
+def _open_ro(path: Path, app: str, required: Sequence[str], shown: Path) -> Iterator[sqlite3.Connection]:
     conn, tables, last = None, set(), None
     for pause in (0.0,) + RETRIES:
         time.sleep(pause)
@@ -69,11 +98,11 @@ def open_ro(path: Path, app: str, required: Sequence[str] = ()) -> Iterator[sqli
             if "locked" not in str(exc) and "busy" not in str(exc):
                 break
     if conn is None:
-        raise SourceUnavailable(_why(path, last, app)) from last
+        raise SourceUnavailable(_why(shown, last, app)) from last
     missing = [t for t in required if t not in tables]
     if missing:
         conn.close()
-        raise SourceUnavailable(f"{path} has no table {', '.join(missing)}: not {app}'s database, or a version "
+        raise SourceUnavailable(f"{shown} has no table {', '.join(missing)}: not {app}'s database, or a version "
                                 "local-rag does not know. Nothing indexed from it was removed; please report the "
                                 "app version.")
     try:

@@ -91,6 +91,7 @@ class FileSource(BaseSource):
         self.roots = [(root, self._join(sub)) for root, sub in root_labels(list(options.paths))]
         self._entries: dict[str, FileEntry] | None = None
         self._problems: dict[str, tuple[str, str]] = {}
+        self._unavailable: str | None = None
 
     def _join(self, sub: str | None) -> str | None:
         parts = [p for p in (self.label, sub) if p]
@@ -159,11 +160,12 @@ class FileSource(BaseSource):
             if entry:
                 found[key] = entry
         missing = [k for k in keys if k not in found and k not in (self._entries or {})]
+        self._unavailable = None
         if missing and not all(k in self._problems for k in missing):  # new since the last scan (or none yet)
             try:
                 self.scan()
-            except SourceUnavailable:
-                self._entries = self._entries or {}
+            except SourceUnavailable as exc:  # unmounted mid-run: its items must not look deleted
+                self._entries, self._unavailable = self._entries or {}, str(exc)
         cached = self._entries or {}
         found.update({k: cached[k] for k in keys if k not in found and k in cached})
         return found
@@ -186,6 +188,8 @@ class FileSource(BaseSource):
             entry, uri = entries.get(key), known_uris.get(key, key)
             if entry:
                 yield self._load_one(entry)
+            elif self._unavailable:
+                yield Loaded(key, uri, "unknown", stamp="unavailable", error=("unavailable", self._unavailable))
             elif key in self._problems:
                 yield Loaded(key, uri, "folder" if key.endswith("/") else "unknown", stamp=f"problem:{self._problems[key][0]}",
                              error=self._problems[key])
