@@ -109,7 +109,9 @@ def bad_input(tmp: Path, scale: float) -> None:
 
     folder, home = tmp / "bad", tmp / "home-bad"
     folder.mkdir()
-    expected = make_corpus(folder, scale=scale)
+    from rag_pipelines.parsers.limits import Limits
+
+    expected = make_corpus(folder, scale=scale, limits=Limits())  # the defaults a user gets
     env = env_for(home)
     t0 = time.perf_counter()
     rss = 0.0

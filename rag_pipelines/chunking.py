@@ -44,7 +44,7 @@ def whole_document(doc: Document, count: TokenCounter, spec: ChunkSpec) -> list[
     """The whole item as one chunk when it fits the embedder's window (ingest: whole-document), else None."""
     body = "\n\n".join(s.text.strip() for s in doc.sections if s.text.strip())
     text = f"{doc.title}\n\n{body}" if doc.title and body else (body or doc.title).strip()
-    if not text or count(text) > (spec.window or spec.max_tokens):
+    if not text or bounded(count)(text) > (spec.window or spec.max_tokens):
         return None
     return [Chunk(index=0, text=text, title=doc.title, page=doc.sections[0].page if doc.sections else None, ts=doc.ts,
                   author=doc.author, participants=doc.participants, tags=doc.tags, metadata=dict(doc.metadata))]
@@ -58,8 +58,34 @@ class _Block:
     tokens: int
 
 
+COUNT_SEGMENT = 8_000  # characters: longer texts are counted piecewise (one 1.6 MB line peaked at 1 GB)
+
+
+def bounded(count: TokenCounter) -> TokenCounter:
+    """A counter whose memory does not grow with the text: long texts are counted in segments.
+
+    Segments are cut at whitespace where possible; the sum is within a token or two per segment of
+    the exact count, and any text that long is far over every chunk budget anyway.
+    """
+    def counted(text: str) -> int:
+        if len(text) <= COUNT_SEGMENT:
+            return count(text)
+        total, start = 0, 0
+        while start < len(text):
+            end = min(len(text), start + COUNT_SEGMENT)
+            if end < len(text):
+                space = text.rfind(" ", start + COUNT_SEGMENT // 2, end)
+                end = space if space > start else end
+            total += count(text[start:end])
+            start = end
+        return total
+
+    return counted
+
+
 def chunk_document(doc: Document, count: TokenCounter, spec: ChunkSpec, plain: bool = False,
                    metadata: dict | None = None) -> list[Chunk]:
+    count = bounded(count)
     bodies = _plain(doc, count, spec) if plain else _structured(doc, count, spec)
     if not bodies and doc.title.strip():  # a note that is only a title is still findable by it
         bodies = [(doc.title.strip(), (), None)]

@@ -94,3 +94,23 @@ def test_giant_word_runs_are_cut(builtin_embedder):
     doc = Document("X", (Section("a" * 5000),))
     chunks = chunk_document(doc, count, chunk_spec(256))
     assert all(count(c.text) <= 254 for c in chunks) and "".join(c.text.split("\n\n", 1)[1] for c in chunks) == "a" * 5000
+
+
+def test_chunking_one_huge_line_keeps_memory_flat(tmp_path):
+    """A 1.6 MB line without sentence ends was tokenised whole: the first version peaked at ~1 GB here."""
+    import subprocess
+    import sys
+
+    code = (
+        "import resource\n"
+        "from rag_pipelines.chunking import chunk_document, chunk_spec\n"
+        "from rag_pipelines.parsers import parse\n"
+        "from rag_search.embedders.builtin import BuiltinEmbedder\n"
+        "e = BuiltinEmbedder()\n"
+        "doc = parse(('a | b ' * 270_000).encode(), 'flood.md')\n"
+        "n = len(chunk_document(doc, e.count_tokens, chunk_spec(256)))\n"
+        "print(n, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    chunks, peak_mb = map(int, out.stdout.split())
+    assert chunks > 1000 and peak_mb < 300, (chunks, peak_mb)

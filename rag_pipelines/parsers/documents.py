@@ -18,14 +18,12 @@ from rag_pipelines.parsers.errors import ParseError
 from rag_pipelines.parsers.limits import MB, Limits, human_size
 from rag_pipelines.parsers.webpage import html_sections
 
+ZIP_DIRECTORY_MB = 4  # a bigger table of contents (~90k members) is no DOCX/EPUB
+ZIP_BOMB_RATIO = 100  # an archive inflating more than this is a bomb, not a document (real ones: ~3-20x)
 
 
 def _stem(filename: str) -> str:
     return filename.rsplit("/", 1)[-1].rsplit(".", 1)[0]
-
-
-ZIP_DIRECTORY_MB = 4  # a bigger table of contents (~90k members) is no DOCX/EPUB
-ZIP_BOMB_RATIO = 100  # a member inflating more than this is a bomb, not a document (real ones: ~5-20x)
 
 
 def check_zip(data: bytes, filename: str, limits: Limits) -> None:
@@ -43,12 +41,12 @@ def check_zip(data: bytes, filename: str, limits: Limits) -> None:
     total = sum(m.file_size for m in members)
     if total <= limits.max_unzipped_mb * MB:
         return
-    worst = max(members, key=lambda m: m.file_size / max(m.compress_size, 1))
-    ratio = worst.file_size / max(worst.compress_size, 1)
+    ratio = total / max(sum(m.compress_size for m in members), 1)
     if ratio > ZIP_BOMB_RATIO:
-        raise ParseError("zip_bomb", f"{filename} would unpack to {human_size(total)}: its member {worst.filename} "
-                                     f"inflates {ratio:,.0f}x (from {human_size(worst.compress_size)} to "
-                                     f"{human_size(worst.file_size)}), like a zip bomb; it was not unpacked; {fix}")
+        biggest = max(members, key=lambda m: m.file_size)
+        raise ParseError("zip_bomb", f"{filename} would unpack {ratio:,.0f}x to {human_size(total)} (its member "
+                                     f"{biggest.filename} alone to {human_size(biggest.file_size)}), like a zip bomb; "
+                                     f"it was not unpacked; {fix}")
     raise ParseError("too_large", f"{filename} would unpack to {human_size(total)}, over the "
                                   f"{human_size(limits.max_unzipped_mb * MB)} limit for DOCX/EPUB contents; {fix}")
 

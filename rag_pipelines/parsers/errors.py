@@ -1,4 +1,9 @@
-"""Why an item could not be parsed: a kind (corrupt, encrypted, no_text, unsupported, unreadable) and a message."""
+"""Why an item could not be parsed: a kind and a message that says what to do next.
+
+Kinds: corrupt, encrypted, no_text, unsupported, unreadable, too_large (over a size or chunk limit),
+zip_bomb (a DOCX/EPUB that would inflate past the limit), binary (binary content in a text format),
+undecodable (text in no encoding we can tell).
+"""
 
 from __future__ import annotations
 

@@ -203,11 +203,11 @@ class FileSource(BaseSource):
             return Loaded(**base, gone=True)  # became a link out of the roots since the scan: not read
         try:
             st = entry.path.stat()
-            limit = self.limits.max_file_mb * 1024 * 1024
-            if st.st_size > limit:
+            try:
+                parsers.check_size(st.st_size, entry.relpath, self.limits)  # before reading a byte of it
+            except parsers.ParseError as exc:
                 return Loaded(**base, stamp=f"{st.st_size}:{st.st_mtime_ns}", size=st.st_size, mtime_ns=st.st_mtime_ns,
-                              error=("too_large", f"{st.st_size / 1048576:.0f} MB is over the {self.limits.max_file_mb} MB "
-                                     "limit per file; raise limits.max_file_mb in config.yaml or exclude the file"))
+                              error=(exc.kind, str(exc)))
             data = entry.path.read_bytes()
         except FileNotFoundError:
             return Loaded(**base, gone=True)
