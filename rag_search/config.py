@@ -4,7 +4,7 @@ Read once at the edge (CLI, MCP server, Dagster definitions) and passed down as 
 
 Where things live (environment):
     LOCAL_RAG_HOME     the local-rag home (default ~/.local-rag)
-    LOCAL_RAG_CONFIG   the config file (default $LOCAL_RAG_HOME/config.yaml; absent = defaults)
+    LOCAL_RAG_CONFIG   the config file (default $LOCAL_RAG_HOME/config.yaml, else config.json; absent = defaults)
     LOCAL_RAG_DB       the index file (default $LOCAL_RAG_HOME/rag.db)
     DAGSTER_HOME       the Dagster instance (default $LOCAL_RAG_HOME/dagster)
     OLLAMA_HOST        the Ollama server (default http://127.0.0.1:11434)
@@ -113,11 +113,17 @@ class Paths:
         home = Path(env.get("LOCAL_RAG_HOME") or "~/.local-rag").expanduser()
         return cls(
             home=home,
-            config=Path(env.get("LOCAL_RAG_CONFIG") or home / "config.yaml").expanduser(),
+            config=Path(env.get("LOCAL_RAG_CONFIG") or _default_config(home)).expanduser(),
             db=Path(env.get("LOCAL_RAG_DB") or home / "rag.db").expanduser(),
             dagster_home=Path(env.get("DAGSTER_HOME") or home / "dagster").expanduser(),
             ollama_host=env.get("OLLAMA_HOST") or DEFAULT_OLLAMA_HOST,
         )
+
+
+def _default_config(home: Path) -> Path:
+    """config.yaml, or the seed's config.json when only that exists (JSON is read by the YAML parser)."""
+    yaml_file, json_file = home / "config.yaml", home / "config.json"
+    return json_file if json_file.exists() and not yaml_file.exists() else yaml_file
 
 
 def load_settings(path: Path | None = None) -> Settings:

@@ -65,7 +65,8 @@ def test_seed_keys_and_disabled_collections(tmp_path):
     if "calibre" not in source_types():
         seed.pop("calibre_libraries")
     (home / "config.json").write_text(json.dumps(seed))  # the seed's JSON shape is read as is
-    paths = Paths.from_env({"LOCAL_RAG_HOME": str(home), "LOCAL_RAG_CONFIG": str(home / "config.json")})
+    paths = Paths.from_env({"LOCAL_RAG_HOME": str(home)})  # config.json is found when there is no config.yaml
+    assert paths.config == home / "config.json"
     collections = load_collections(paths)
     assert "old" not in collections and "notes" in collections
     if "calibre" in source_types():
