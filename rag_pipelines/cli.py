@@ -201,7 +201,44 @@ def ui(app: App, port: int, host: str):
     click.echo(f"Dagster UI on http://{host}:{port}  (DAGSTER_HOME={home}); Ctrl-C stops it.", err=True)
     env = {**os.environ, "DAGSTER_HOME": str(home), "LOCAL_RAG_HOME": str(app.paths.home)}
     cmd = [sys.executable, "-m", "dagster", "dev", "-w", str(home / "workspace.yaml"), "-h", host, "-p", str(port)]
-    raise SystemExit(subprocess.call(cmd, env=env))
+    raise SystemExit(run_until_signal(cmd, env))
+
+
+def run_until_signal(cmd: list[str], env: dict) -> int:
+    """Run `dagster dev` in its own process group; SIGINT/SIGTERM/SIGHUP to us stop the whole group
+    (webserver, daemon, code servers), politely first, then by force after 15 s."""
+    import signal
+
+    def defaults():  # a shell's background job ignores SIGINT; the child must not inherit that
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_DFL)
+
+    proc = subprocess.Popen(cmd, env=env, start_new_session=True, preexec_fn=defaults)
+    stopping: list[int] = []
+
+    def stop(signum, _frame):
+        stopping.append(signum)
+        _signal_group(proc.pid, signal.SIGTERM)
+
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, stop)
+    try:
+        while True:
+            try:
+                code = proc.wait(timeout=15 if stopping else None)
+                break
+            except subprocess.TimeoutExpired:
+                _signal_group(proc.pid, signal.SIGKILL)
+    finally:
+        _signal_group(proc.pid, signal.SIGKILL)  # nothing of the group outlives the command
+    return 0 if stopping else code
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 COMMANDS = {"index": index, "watch": watch, "ui": ui}

@@ -1,0 +1,66 @@
+"""`local-rag ui` stops everything it started (webserver, daemon, code servers) when it is signalled.
+
+The first version left them running and the port bound after a SIGTERM to the command.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_signal_stops_the_whole_ui(tmp_path, sig):
+    port, home = free_port(), tmp_path / "home"
+    env = {**os.environ, "LOCAL_RAG_HOME": str(home), "DAGSTER_HOME": str(home / "dagster")}
+    exe = str(Path(sys.executable).with_name("local-rag"))
+    # started as a shell's background job would be: SIGINT ignored, in a group of its own
+    proc = subprocess.Popen([exe, "ui", "--port", str(port)], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN) and None)
+    try:
+        deadline = time.time() + 120
+        while True:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=2)
+                break
+            except OSError:
+                assert time.time() < deadline and proc.poll() is None, "the UI did not come up"
+                time.sleep(1)
+        children = subprocess.run(["pgrep", "-f", "--", f"(-p|--port) {port}"], capture_output=True, text=True).stdout.split()
+        assert children  # the webserver runs
+        proc.send_signal(signal.SIGTERM if sig == signal.SIGTERM else signal.SIGINT)
+        if sig == signal.SIGINT:  # ignored by a background job: the terminal's Ctrl-C reaches the group
+            os.killpg(proc.pid, signal.SIGINT)
+        assert proc.wait(timeout=40) == 0
+        time.sleep(1)
+        left = [p for p in children if Path(f"/proc/{p}").exists()]
+        assert left == []
+        with socket.socket() as s:
+            assert s.connect_ex(("127.0.0.1", port)) != 0  # the port is free
+    finally:
+        if group_alive(proc.pid):
+            os.killpg(proc.pid, signal.SIGKILL)
