@@ -49,13 +49,15 @@ def _why(path: Path, exc: Exception, app: str) -> str:
 
 
 def _closed_wal(path: Path) -> bool:
-    """A WAL-mode database that no process has open (no -shm): opening it, even read-only, would create files."""
+    """A WAL-mode database that no process has open (no -wal, no -shm): opening it would create files."""
     try:
         with path.open("rb") as fh:
             header = fh.read(20)
     except OSError:
         return False
-    return header[:16] == b"SQLite format 3\x00" and header[18] == 2 and not Path(f"{path}-shm").exists()
+    # SQLite removes both files when the last connection closes; an EXCLUSIVE-mode writer has a -wal, no -shm
+    in_use = Path(f"{path}-wal").exists() or Path(f"{path}-shm").exists()
+    return header[:16] == b"SQLite format 3\x00" and header[18] == 2 and not in_use
 
 
 @contextmanager
