@@ -4,7 +4,9 @@ Measured (strace, issue 7): onnxruntime ≥ 1.2x on Linux resolves mobile.events
 5–8 s and writes a device id under ~/.cache/Microsoft/ unless ORT_DISABLE_TELEMETRY=1 is in the
 environment *when onnxruntime is imported* (`onnxruntime.disable_telemetry_events()` does not stop it).
 Dagster uploads usage logs unless its instance or DAGSTER_DISABLE_TELEMETRY says no; huggingface_hub
-(a dependency of tokenizers' tooling) honours HF_HUB_OFFLINE. `rag_search` imports this module first,
+(a dependency of tokenizers' tooling) honours HF_HUB_OFFLINE; the MCP SDK emits OpenTelemetry spans,
+which go nowhere without an SDK and exporter, and OTEL_SDK_DISABLED makes sure of it. Checked and
+silent: tokenizers, pymupdf, python-docx, ebooklib, lxml, bs4, watchdog, sqlite-vec, uvicorn, httpx. `rag_search` imports this module first,
 so every entry point (CLI, MCP server, Dagster code location, tests) and every child process it starts
 inherits these settings.
 """
@@ -20,6 +22,7 @@ OFFLINE_ENV = {
     "HF_HUB_OFFLINE": "1",  # huggingface_hub: never reach the hub
     "HF_HUB_DISABLE_TELEMETRY": "1",
     "DO_NOT_TRACK": "1",  # the cross-tool convention
+    "OTEL_SDK_DISABLED": "true",  # the MCP SDK traces through OpenTelemetry: no exporter, ever
 }
 
 _ort_loaded_before = False
