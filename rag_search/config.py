@@ -74,6 +74,19 @@ class McpSettings(_Section):
     )
 
 
+class PeopleSettings(_Section):
+    file: str | None = Field(
+        None, description="A people file: YAML {Person: [identifiers]} or a vCard (.vcf) export of your contacts."
+    )
+    known: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="People inline: {Ann Example: [ann@example.com, '+49 171 5550100', 'slack:U024BE7LH']}.",
+    )
+    phone_region: str | None = Field(
+        None, description="Country of phone numbers written without one (ISO code such as DE or US), for E.164."
+    )
+
+
 class Settings(_Section):
     embedder: EmbedderSettings = Field(default_factory=EmbedderSettings, description="The embedder.")
     search: SearchSettings = Field(default_factory=SearchSettings, description="Search defaults.")
@@ -91,6 +104,15 @@ class Settings(_Section):
     )
     netnewswire_db_path: str | None = Field(
         None, description="NetNewsWire account folder or DB.sqlite3: indexed as collection 'rss'."
+    )
+    people: PeopleSettings = Field(
+        default_factory=PeopleSettings, description="Who is who across sources: `--with ann` finds all of Ann's ids."
+    )
+    code_groups: dict[str, list[str]] = Field(
+        default_factory=dict, description="Git repositories by group: {group: [repo paths]}; each repo a collection."
+    )
+    git_history_in_months: int = Field(
+        6, ge=0, description="Months of commit history indexed for code groups (0 = none)."
     )
     disabled_collections: list[str] = Field(
         default_factory=list, description="Collections that are configured but not indexed or scanned."

@@ -27,6 +27,7 @@ from rag_search.records import Hit
 from rag_search.retrieval import Filters, SearchEngine, SearchRequest, parse_date
 from rag_search.retrieval.filters import build_where
 from rag_search.retrieval.related import related_items
+from rag_search.people import PeopleDirectory, resolve_filters
 from rag_search.store import Store, reads
 
 OUTPUT_BUDGET_TOKENS = 8_000  # Claude Code rejects tool output over 25,000 tokens
@@ -48,6 +49,7 @@ class RagContext:
     store: Store
     embedder: Embedder
     engine: SearchEngine
+    people: PeopleDirectory | None = None
 
 
 _context: RagContext | None = None
@@ -61,7 +63,8 @@ def open_context(paths: Paths | None = None) -> RagContext:
         settings = load_settings(paths.config)
         store = Store.open(paths.db)
         embedder = load_embedder(settings.embedder, paths)
-        _context = RagContext(paths, settings, store, embedder, SearchEngine(store, embedder, settings.search))
+        _context = RagContext(paths, settings, store, embedder, SearchEngine(store, embedder, settings.search),
+                              PeopleDirectory.from_settings(settings))
         if store.embedder == (embedder.id, embedder.dimensions):
             embedder.embed_query("warm up")  # load the model now, not on the first question
     return _context
@@ -116,13 +119,19 @@ def search_tool(query: str, collection: str | None = None, collections: list[str
                 top_k: int | None = None, mode: str = "hybrid", source_type: str | list[str] | None = None,
                 date_from: str | None = None, date_to: str | None = None, author: str | None = None,
                 participants: list[str] | None = None, tags: list[str] | None = None,
-                path_prefix: str | None = None, metadata: dict[str, Any] | None = None) -> dict[str, Any]:
+                path_prefix: str | None = None, metadata: dict[str, Any] | None = None,
+                days: int | None = None) -> dict[str, Any]:
     ctx = _ctx()
+    if days is not None:
+        if days < 1:
+            raise RagError(f"days must be 1 or more (got {days}): items of the last N days.")
+        date_from = date_from or f"{days}d"
     names = tuple(dict.fromkeys(([collection] if collection else []) + list(collections or [])))
     types = (source_type,) if isinstance(source_type, str) else tuple(source_type or ())
     filters = Filters(collections=names, source_types=types, date_from=parse_date(date_from),
                       date_to=parse_date(date_to, end=True), author=author, participants=tuple(participants or ()),
                       tags=tuple(tags or ()), path_prefix=path_prefix, metadata=dict(metadata or {}))
+    filters = resolve_filters(filters, ctx.people)
     result = ctx.engine.search(SearchRequest(query, top_k=top_k, mode=mode, filters=filters))  # type: ignore[arg-type]
     if result.chunks_in_index == 0:
         if not reads.list_collections(ctx.store):
@@ -163,15 +172,17 @@ def build_server() -> MCPServer:
                          source_type: str | list[str] | None = None, date_from: str | None = None,
                          date_to: str | None = None, author: str | None = None,
                          participants: list[str] | None = None, tags: list[str] | None = None,
-                         path_prefix: str | None = None, metadata: dict[str, str | list[str]] | None = None) -> dict:
+                         path_prefix: str | None = None, metadata: dict[str, str | list[str]] | None = None,
+                         days: int | None = None) -> dict:
         """Search the user's indexed notes and documents (all collections unless one is named).
 
-        Hybrid keyword + semantic by default; quote "exact phrases". Dates: YYYY, YYYY-MM, YYYY-MM-DD or 7d/2w/3m/1y
-        (inclusive). tags: all must match ('a' matches nested 'a/b'). Each hit has content, title, collection,
-        source path, chunk index, heading/page, timestamp and score.
+        Hybrid keyword + semantic by default; quote "exact phrases". Dates are the items' own (sent, event start,
+        recorded): YYYY, YYYY-MM, YYYY-MM-DD, 7d/2w/3m/1y, 'last week', 'yesterday' (inclusive); days: the last N
+        days. participants: people by name, address, phone or chat id (all must take part; the user's people
+        file maps a name to all their ids). tags: all must match ('a' matches nested 'a/b').
         """
         return await _call(search_tool, query, collection, collections, top_k, mode, source_type, date_from,
-                           date_to, author, participants, tags, path_prefix, metadata)
+                           date_to, author, participants, tags, path_prefix, metadata, days)
 
     @mcp.tool(annotations=READ_ONLY)
     async def rag_list_collections() -> dict:
@@ -222,6 +233,11 @@ def build_server() -> MCPServer:
         existing collection is never re-pointed to another folder. Runs the same Dagster pipelines as `local-rag index`.
         """
         return await _call(_index, collection, path)
+
+    @mcp.tool(annotations=READ_ONLY)
+    async def rag_knowledge_stats() -> dict:
+        """Per source (mail, chat, calendar, notes...): items, chunks, date range, last indexed, failures."""
+        return {"sources": await _call(reads.knowledge_stats, _ctx().store)}
 
     @mcp.tool(annotations=READ_ONLY)
     async def rag_status() -> dict:
@@ -330,6 +346,11 @@ def _resources(mcp: MCPServer) -> None:
                   description="Per source: items matched, indexed, failed, chunks, last scan and why a source was skipped.")
     def ingestion_stats() -> str:
         return as_json({"sources": reads.source_scans(_ctx().store)})
+
+    @mcp.resource("knowledge://stats", mime_type="application/json",
+                  description="Per source: items, chunks, date range of the items, last indexed, failures.")
+    def knowledge_stats() -> str:
+        return as_json({"sources": reads.knowledge_stats(_ctx().store)})
 
     @mcp.resource("ingestion://watch-stats", mime_type="application/json",
                   description="The `local-rag watch` process: running or not, events seen, debounce, last event and sync.")

@@ -132,7 +132,15 @@ def test_tools_contract_and_every_tool_over_stdio(home):
 
             resources = {str(r.uri) for r in (await s.list_resources()).resources}
             assert resources == {"rag://stats", "ingestion://status", "ingestion://failures", "ingestion://metadata",
-                                 "ingestion://stats", "ingestion://watch-stats"}
+                                 "ingestion://stats", "ingestion://watch-stats", "knowledge://stats"}
+            knowledge = json.loads((await s.read_resource("knowledge://stats")).contents[0].text)["sources"]
+            by_name = {x["collection"]: x for x in knowledge}
+            assert by_name["notes"]["failed"] == 1 and by_name["notes"]["from"] <= by_name["notes"]["to"]
+            stats_tool = payload(await s.call_tool("rag_knowledge_stats", {}))
+            assert stats_tool["sources"] == knowledge
+            recent = payload(await s.call_tool("rag_search", {"query": "kube-proxy", "days": 36500}))
+            assert recent["hits"]
+            assert "1 or more" in error(await s.call_tool("rag_search", {"query": "kube-proxy", "days": 0}))
             per_source = json.loads((await s.read_resource("ingestion://stats")).contents[0].text)["sources"]
             notes = next(x for x in per_source if x["collection"] == "notes")
             assert (notes["type"], notes["failed"], notes["error"]) == ("obsidian", 1, None)

@@ -29,9 +29,9 @@ def test_saved_note_is_searchable_seconds_later(tmp_path, monkeypatch):
         saved = time.time()
         engine = SearchEngine(resources.RagResource().store(), resources.RagResource().embedder())
         while not engine.search(SearchRequest("kingfisher", mode="keyword")).hits:
-            assert time.time() - saved < 30, messages
+            assert time.time() - saved < 90, messages  # seconds when idle; a loaded machine is slower
             time.sleep(0.2)
-        assert time.time() - saved < 30
+        assert time.time() - saved < 90
         runs = dg.DagsterInstance.get().get_runs(filters=dg.RunsFilter(tags={"local_rag/trigger": "watch"}))
         assert runs  # the watcher's runs are recorded in the instance
         deadline = time.time() + 10

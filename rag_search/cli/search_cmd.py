@@ -7,6 +7,7 @@ import click
 from rag_search.cli.context import App, pass_app
 from rag_search.cli.format import echo_json, render_hits
 from rag_search.errors import QueryError
+from rag_search.people import PeopleDirectory, resolve_filters
 from rag_search.retrieval import Filters, SearchEngine, SearchRequest, parse_date
 from rag_search.retrieval.engine import MODES
 
@@ -25,11 +26,16 @@ def parse_meta(pairs: tuple[str, ...]) -> dict[str, list[str]]:
 @click.argument("query", nargs=-1, required=True)
 @click.option("--collection", "-c", "collections", multiple=True, help="Only this collection (repeatable).")
 @click.option("--type", "source_types", multiple=True, help="Only this source type, e.g. markdown, pdf (repeatable).")
-@click.option("--after", help="On or after this date: YYYY, YYYY-MM, YYYY-MM-DD, ISO time, or 7d/2w/3m/1y.")
-@click.option("--before", help="On or before this date (same forms as --after).")
+@click.option("--after", "--since", "after",
+              help="On or after: YYYY, YYYY-MM, YYYY-MM-DD, ISO time, 7d/2w/3m/1y, '3 days ago', today, "
+                   "yesterday, 'last week', 'this month'... (the item's own date: sent, event start, recorded).")
+@click.option("--before", "--until", "before", help="On or before this date (same forms as --after).")
+@click.option("--days", type=click.IntRange(1), help="Within the last N days (same as --after Nd).")
 @click.option("--no-undated", is_flag=True, help="With --after/--before, also drop items that have no date.")
 @click.option("--from", "author", help="Author or sender contains this text.")
-@click.option("--with", "participants", multiple=True, help="A participant contains this text (repeatable).")
+@click.option("--with", "participants", multiple=True,
+              help="With this person: a name, address, phone number or chat id; a people file (config `people`) "
+                   "maps all of a person's ids to one name (repeatable, all must match).")
 @click.option("--tag", "tags", multiple=True, help="Has this tag; #a also matches #a/b (repeatable, all must match).")
 @click.option("--path-prefix", help="Path or URI starts with this (absolute, ~, or relative to the source root).")
 @click.option("--meta", "meta", multiple=True, help="Metadata KEY=VALUE (repeatable; same key = any of the values).")
@@ -38,14 +44,18 @@ def parse_meta(pairs: tuple[str, ...]) -> dict[str, list[str]]:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.option("--explain", is_flag=True, help="Show per-retriever ranks, the FTS expression and timings.")
 @pass_app
-def search(app: App, query, collections, source_types, after, before, no_undated, author, participants, tags,
+def search(app: App, query, collections, source_types, after, before, days, no_undated, author, participants, tags,
            path_prefix, meta, top_k, mode, as_json, explain):
     """Search the index: keyword + semantic, fused (quote "exact phrases"; word* for prefixes)."""
+    if days and after:
+        raise QueryError("Give --days or --after, not both (--days 7 is --after 7d).")
+    after = f"{days}d" if days else after
     filters = Filters(
         collections=collections, source_types=source_types, date_from=parse_date(after),
         date_to=parse_date(before, end=True), include_undated=not no_undated, author=author,
         participants=participants, tags=tags, path_prefix=path_prefix, metadata=parse_meta(meta),
     )
+    filters = resolve_filters(filters, PeopleDirectory.from_settings(app.settings))
     embedder = None if mode == "keyword" else app.embedder
     engine = SearchEngine(app.store, embedder, app.settings.search)
     result = engine.search(SearchRequest(" ".join(query), top_k=top_k, mode=mode, filters=filters))

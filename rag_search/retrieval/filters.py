@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from rag_search.errors import QueryError
+from rag_search.people import like_patterns
 
 
 @dataclass(frozen=True)
@@ -25,7 +26,10 @@ class Filters:
     date_to: int | None = None  # unix seconds, inclusive
     include_undated: bool = True  # items without a timestamp pass date filters unless this is False
     author: str | None = None  # case-insensitive substring of the author/sender
-    participants: tuple[str, ...] = ()  # each must match (substring) one participant
+    participants: tuple[str, ...] = ()  # each must match (substring) one participant or the author
+    # each participant's alternatives (its normal form, and every id and name of the people it names in the
+    # people directory); set by rag_search.people.resolve_filters, else each participant stands alone
+    people: tuple[tuple[str, ...], ...] = ()
     tags: tuple[str, ...] = ()  # each must be present; '#a' also matches nested '#a/b'
     path_prefix: str | None = None  # prefix of the item's path/URI, or of its key inside the collection
     metadata: dict[str, Any] = field(default_factory=dict)  # key -> value or list of accepted values
@@ -70,8 +74,12 @@ def build_where(filters: Filters, collection_ids: tuple[int, ...] = ()) -> SqlFi
         add("c.ts IS NOT NULL")
     if filters.author:
         add("c.author LIKE ? ESCAPE '\\'", f"%{_like_escape(filters.author)}%")
-    for person in filters.participants:
-        add(_facet_in("f.name = 'participant' AND f.value LIKE ? ESCAPE '\\'"), f"%{_like_escape(person)}%")
+    for alternatives in filters.people or tuple((p,) for p in filters.participants):
+        likes = [pattern for a in alternatives for pattern in like_patterns(a)]
+        who = " OR ".join(["f.value LIKE ? ESCAPE '\\'"] * len(likes))
+        author = " OR ".join(["c.author LIKE ? ESCAPE '\\'"] * len(likes))
+        facet = _facet_in(f"f.name = 'participant' AND ({who})")
+        add(f"({facet} OR {author})", *likes, *likes)
     for tag in filters.tags:
         t = tag.strip().lstrip("#").lower()
         # '#a' matches 'a' and nested 'a/...': the range ('a/', 'a0') holds exactly the strings 'a/...'.
@@ -120,25 +128,36 @@ def _expand_path(prefix: str) -> str:
 
 # -- dates ------------------------------------------------------------------------------------
 
-_RELATIVE = re.compile(r"^(\d+)\s*([dwmy])$")
+_RELATIVE = re.compile(r"^(\d+)\s*(h|d|w|m|y|hours?|days?|weeks?|months?|years?)(\s+ago)?$")
+_PERIOD = re.compile(r"^(this|last|past|previous)\s+(week|month|year)$")
+_UNIT_DAYS = {"h": 1 / 24, "d": 1, "w": 7, "m": 30, "y": 365}
+DATE_FORMS = ("YYYY, YYYY-MM, YYYY-MM-DD, an ISO date-time, 7d / 2w / 3m / 1y / 12h, '3 days ago', today, "
+              "yesterday, 'this week', 'last month', 'last year'")
 
 
 def parse_date(value: str | int | None, *, end: bool = False, now: datetime | None = None) -> int | None:
-    """'2024', '2024-03', '2024-03-05', an ISO datetime, or relative '7d'/'2w'/'3m'/'1y' → unix seconds.
+    """A date as a user writes it → unix seconds.
 
-    With end=True a date without a time means the end of that year/month/day (inclusive upper bound).
+    Absolute: '2024', '2024-03', '2024-03-05', an ISO datetime (UTC unless it says). Relative to now: '7d',
+    '2w', '3m', '1y', '12h', '3 days ago'; named periods in local time: 'today', 'yesterday', 'this week',
+    'last week', 'this month', 'last month', 'this year', 'last year' (weeks start on Monday).
+    With end=True a date or period means its end (an inclusive upper bound: `--before 2024` = end of 2024,
+    `--before 'last week'` = Sunday night of last week).
     """
     if value is None or value == "":
         return None
     if isinstance(value, int):
         return value
-    text = value.strip()
+    text = " ".join(value.strip().lower().removeprefix("since ").split())
     now = now or datetime.now(timezone.utc)
-    rel = _RELATIVE.match(text.lower())
+    rel = _RELATIVE.match(text)
     if rel:
-        n, unit = int(rel.group(1)), rel.group(2)
-        days = {"d": 1, "w": 7, "m": 30, "y": 365}[unit] * n
-        return int((now - timedelta(days=days)).timestamp())
+        n, unit = int(rel.group(1)), rel.group(2)[0]
+        return int((now - timedelta(days=_UNIT_DAYS[unit] * n)).timestamp())
+    period = _named_period(text, now)
+    if period:
+        return int((period[1] if end else period[0]).timestamp())
+    text = value.strip()
     try:
         if re.fullmatch(r"\d{4}", text):
             y = int(text)
@@ -152,12 +171,36 @@ def parse_date(value: str | int | None, *, end: bool = False, now: datetime | No
             return _ts(d.replace(hour=23, minute=59, second=59) if end else d)
         return _ts(datetime.fromisoformat(text.replace("Z", "+00:00")))
     except ValueError as exc:
-        raise QueryError(
-            f"Cannot read the date '{value}'. Use YYYY, YYYY-MM, YYYY-MM-DD, an ISO date-time, or 7d / 2w / 3m / 1y."
-        ) from exc
+        raise QueryError(f"Cannot read the date '{value}'. Use {DATE_FORMS}.") from exc
 
 
 def _ts(d: datetime) -> int:
     if d.tzinfo is None:
         d = d.replace(tzinfo=timezone.utc)
     return int(d.timestamp())
+
+
+def _named_period(text: str, now: datetime) -> tuple[datetime, datetime] | None:
+    """(first second, last second) of today / yesterday / this or last week, month, year, in local time."""
+    local = now.astimezone()
+    day = local.replace(hour=0, minute=0, second=0, microsecond=0)
+    if text in ("today", "yesterday"):
+        start = day - timedelta(days=1 if text == "yesterday" else 0)
+        return start, start + timedelta(days=1, seconds=-1)
+    m = _PERIOD.match(text)
+    if not m:
+        return None
+    back, unit = m.group(1) != "this", m.group(2)
+    if unit == "week":
+        start = day - timedelta(days=day.weekday()) - timedelta(weeks=1 if back else 0)
+        return start, start + timedelta(weeks=1, seconds=-1)
+    if unit == "month":
+        start = day.replace(day=1)
+        if back:
+            start = (start - timedelta(days=1)).replace(day=1)
+        following = (start + timedelta(days=32)).replace(day=1)
+        return start, following - timedelta(seconds=1)
+    start = day.replace(month=1, day=1)
+    if back:
+        start = start.replace(year=start.year - 1)
+    return start, start.replace(year=start.year + 1) - timedelta(seconds=1)

@@ -148,6 +148,32 @@ def source_scans(store: Store, collection: str | None = None) -> list[dict[str, 
     return [dict(zip(names, r)) for r in store.conn.execute(sql + " ORDER BY co.name, s.source", params)]
 
 
+def knowledge_stats(store: Store) -> list[dict[str, Any]]:
+    """Per collection and source: items, chunks, the items' own date range, last indexed, failures, last scan."""
+    conn = store.conn
+    items = conn.execute(
+        "SELECT co.name, coalesce(i.source, ''), min(i.source_type), count(*), sum(i.status = 'indexed'), "
+        "sum(i.status = 'failed'), max(i.indexed_at) FROM items i JOIN collections co ON co.id = i.collection_id "
+        "GROUP BY co.id, i.source"
+    ).fetchall()
+    chunks = {(r[0], r[1]): r[2:] for r in conn.execute(
+        "SELECT co.name, coalesce(i.source, ''), count(*), min(c.ts), max(c.ts) FROM chunks c "
+        "JOIN items i ON i.id = c.item_id JOIN collections co ON co.id = c.collection_id GROUP BY co.id, i.source"
+    )}
+    scans = {(s["collection"], s["source"]): s for s in source_scans(store)}
+    out = []
+    for name, source, source_type, n, indexed, failed, last in items:
+        n_chunks, first, newest = chunks.get((name, source), (0, None, None))
+        scan = scans.get((name, source), {})
+        out.append({
+            "collection": name, "source": source or None, "type": scan.get("type") or source_type,
+            "items": n, "indexed": indexed or 0, "failed": failed or 0, "chunks": n_chunks,
+            "from": iso_utc(first), "to": iso_utc(newest), "last_indexed": last,
+            "last_scan": scan.get("scanned_at"), "source_error": scan.get("error"),
+        })
+    return sorted(out, key=lambda r: (r["collection"], r["source"] or ""))
+
+
 def status(store: Store) -> dict[str, Any]:
     """Everything `local-rag status` shows."""
     collections = list_collections(store)
