@@ -62,7 +62,8 @@ def test_every_file_has_its_expected_outcome_quickly(corpus):
     for rel, want in expected.items():
         data = (folder / rel).read_bytes()
         (got, detail), seconds = outcome(data, rel)
-        allowed = 1.0 + 2.0 * len(data) / MB  # generous: parsers run at several MB/s
+        # generous (parsers run at several MB/s; a shared CI machine is slower): a stall takes minutes, not seconds
+        allowed = 5.0 + 4.0 * len(data) / MB
         if got != want or seconds > allowed:
             wrong.append(f"{rel}: {got} in {seconds:.2f} s (want {want} within {allowed:.1f} s) {str(detail)[:120]}")
     assert not wrong, "\n".join(wrong)
@@ -129,7 +130,8 @@ def test_parsing_time_is_linear(unit, name, head, tail):
     small = best_time(data(20_000), f"flood.{name}")
     assert small < 1.0, f"{len(unit) * 20_000 // 1024} KB of {unit!r} took {small:.2f} s"
     large = best_time(data(80_000), f"flood.{name}")
-    assert large / max(small, 1e-4) < 8, f"{unit!r}: {small:.4f} s → {large:.4f} s for 4x the input"
+    # below ~20 ms the ratio is scheduler noise; a quadratic parser takes seconds here (8 s on 40 KB of '[[')
+    assert large / max(small, 0.02) < 8, f"{unit!r}: {small:.4f} s → {large:.4f} s for 4x the input"
 
 
 def best_time(data: bytes, name: str, runs: int = 3) -> float:
