@@ -119,10 +119,14 @@ class PeopleDirectory:
         if not text:
             return []
         ident = normalise_identifier(term, self.region).lower()
+        # a number written without its country matches the end of a stored E.164 number (at least 7 digits)
+        digits = "".join(c for c in term if c.isdigit()) if looks_like_phone(term) else ""
         words = text.split()
         out = []
         for p in self.people:
-            if p.name.lower() == text or ident in (i.lower() for i in p.identifiers):
+            ids = [i.lower() for i in p.identifiers]
+            if p.name.lower() == text or ident in ids or \
+                    (len(digits) >= 7 and any(i.startswith("+") and i.endswith(digits) for i in ids)):
                 out.append(p)
             elif all(any(w.startswith(t) for w in p.words) for t in words):
                 out.append(p)
