@@ -235,3 +235,25 @@ def _cut(sentence: str, budget: int, count: TokenCounter) -> list[tuple[str, int
         part = " ".join(words[i : i + step])
         out.extend(_cut(part, budget, count) if count(part) > budget else [(part, count(part))])
     return out
+
+
+def document_text(doc: Document) -> str:
+    """The item's whole text for reading (rag_get_document): as written when the parser kept it (a note's
+    Markdown), else its sections in order, each heading line once (level by depth) and a marker per page."""
+    if doc.text is not None:
+        return doc.text
+    parts: list[str] = []
+    shown: tuple[str, ...] = ()
+    page = None
+    for s in doc.sections:
+        if s.page is not None and s.page != page:
+            parts.append(f"[page {s.page}]")
+            page = s.page
+        same = 0
+        while same < min(len(shown), len(s.heading_path)) and shown[same] == s.heading_path[same]:
+            same += 1
+        parts += ["#" * min(depth + 1, 6) + " " + s.heading_path[depth] for depth in range(same, len(s.heading_path))]
+        shown = s.heading_path
+        if s.text.strip():
+            parts.append(s.text.strip())
+    return "\n\n".join(parts)

@@ -19,38 +19,31 @@ from rag_pipelines.sources.registry import SourceType, source_types
 from rag_pipelines.runs import RunSummary, index_collections
 
 
-def _run(app: App, names: list[str] | None, force: bool, as_json: bool) -> None:
-    bars: dict = {}
+def _run(app: App, names: list[str] | None, force: bool, as_json: bool,
+         keys: dict[str, list[str]] | None = None) -> None:
+    from rag_pipelines import progress
+
+    shown: dict = {}
 
     def on_plan(name, plan):
-        _close_bar(bars)
+        _close_progress(shown)
         total = len(plan.new) + len(plan.changed) + len(plan.deleted)
         click.echo(f"{name}: {len(plan.entries)} items; {len(plan.new)} new, {len(plan.changed)} changed, "
                    f"{len(plan.deleted)} deleted", err=True)
-        if total and not as_json:
-            bar = click.progressbar(length=total, label=f"indexing {name}", file=sys.stderr, show_pos=True)
-            bar.__enter__()
-            bars["bar"] = bar
+        if total:  # a redrawn line on a terminal, a line every 10 s in a log (stderr: --json stays clean)
+            shown["reporter"] = progress.Reporter(f"indexing {name}", total, stream=sys.stderr).__enter__()
 
-    from rag_pipelines import progress
-
-    def tick(key, outcome):
-        if "bar" in bars:
-            bars["bar"].update(1)
-
-    progress.listen(tick)
     try:
-        summaries = index_collections(app.paths, names, force=force, on_plan=on_plan)
+        summaries = index_collections(app.paths, names, force=force, on_plan=on_plan, keys=keys)
     finally:
-        progress.unlisten(tick)
-        _close_bar(bars)
+        _close_progress(shown)
     _report(summaries, as_json)
 
 
-def _close_bar(bars: dict) -> None:
-    bar = bars.pop("bar", None)
-    if bar is not None:
-        bar.__exit__(None, None, None)
+def _close_progress(shown: dict) -> None:
+    reporter = shown.pop("reporter", None)
+    if reporter is not None:
+        reporter.__exit__(None, None, None)
 
 
 def _report(summaries: list[RunSummary], as_json: bool) -> None:
@@ -165,6 +158,25 @@ def _source_command(spec: SourceType) -> click.Command:
 for _spec in source_types().values():
     if _spec.type not in index.commands and _spec.collection:
         index.add_command(_source_command(_spec))
+
+
+@index.command("group")
+@click.argument("name", required=False)
+@click.option("--history", is_flag=True, help="Also index the commits of the last git_history_in_months months.")
+@_force
+@_json
+@pass_app
+def index_group(app: App, name: str | None, history: bool, force: bool, as_json: bool):
+    """Index the git repositories of code group NAME (every group without NAME): their files, and their
+    commits with --history (`index all` includes both)."""
+    from rag_pipelines.sources.code_groups import code_collections, file_keys
+
+    collections = load_collections(app.paths)
+    names = code_collections(collections, name)
+    keys = None
+    if not history:  # files only; commits already indexed stay as they are
+        keys = {n: file_keys(collections[n], app.store) for n in names}
+    _run(app, names, force, as_json, keys=keys)
 
 
 @index.command("all")

@@ -142,13 +142,16 @@ def load_collections(paths: Paths | None = None, settings: Settings | None = Non
 
 
 def _seed_collections(settings: Settings) -> dict[str, dict]:
-    """Collections implied by the seed's top-level keys (emclient_db_path, calibre_libraries, ...)."""
+    """Collections implied by the seed's top-level keys (emclient_db_path, calibre_libraries, code_groups, ...)."""
     out: dict[str, dict] = {}
     for spec in source_types().values():
         for key, option in spec.seed_keys.items():
             value = getattr(settings, key, None)
             if value and spec.collection:
                 out[spec.collection] = {"kind": spec.kind, "sources": [{"type": spec.type, option: value}]}
+    for spec in source_types().values():
+        if spec.seed:
+            out.update(spec.seed(settings, set(out) | set(settings.collections)))
     return out
 
 

@@ -17,12 +17,13 @@ from rag_search.records import Document, Fingerprint, ItemRef
 from rag_search.store import Store, reads, writes
 
 from rag_pipelines import parsers
-from rag_pipelines.chunking import ChunkSpec, chunk_document, chunk_spec, whole_document
+from rag_pipelines.chunking import ChunkSpec, chunk_document, chunk_spec, document_text, whole_document
 from rag_pipelines.config import CollectionConfig
 from rag_pipelines.scan import open_sources, owner_of, source_name
 from rag_pipelines.sources.base import Loaded, Source
 
 ItemListener = Callable[[str, str], None]  # (key, outcome) with outcome indexed|unchanged|failed|deleted
+WorkListener = Callable[[str, int], None]  # ("queued", chunks of a parsed item) | ("embedded", chunks just embedded)
 
 
 @dataclass
@@ -41,10 +42,12 @@ class IndexStats:
     failures: list[tuple[str, str, str]] = field(default_factory=list)  # (key, kind, message)
     outcomes: dict[str, str] = field(default_factory=dict)
     item_chunks: dict[str, int] = field(default_factory=dict)  # key → chunks written
+    item_tokens: dict[str, int] = field(default_factory=dict)  # key → tokens of the chunks written
+    item_uris: dict[str, str] = field(default_factory=dict)  # key → where the item is (path, URL)
 
     def as_metadata(self) -> dict:
         return {k: (round(v, 3) if isinstance(v, float) else v) for k, v in self.__dict__.items()
-                if k not in ("failures", "outcomes", "item_chunks")}
+                if not isinstance(v, (list, dict))}
 
 
 @dataclass
@@ -56,20 +59,27 @@ class _Run:
     force: bool
     stats: IndexStats
     on_item: ItemListener | None
+    on_work: WorkListener | None
     known: dict
 
 
 def index_keys(store: Store, embedder: Embedder, cfg: CollectionConfig, keys: Iterable[str], *,
-               force: bool = False, on_item: ItemListener | None = None,
-               sources: list[Source] | None = None) -> IndexStats:
-    """Index the items with these keys; keys whose item is gone from its source leave the index."""
+               force: bool = False, on_item: ItemListener | None = None, on_work: WorkListener | None = None,
+               sources: list[Source] | None = None, stats: IndexStats | None = None) -> IndexStats:
+    """Index the items with these keys; keys whose item is gone from its source leave the index.
+
+    `on_item` hears each item's outcome (its figures are in `stats` by then: pass one to read them);
+    `on_work` hears chunks as they are queued and embedded (progress).
+    """
     keys = list(dict.fromkeys(keys))
     writes.ensure_collection(store, cfg.name, cfg.kind, cfg.description)
     store.bind_embedder(embedder.id, embedder.dimensions)
     sources = sources if sources is not None else open_sources(cfg)
     run = _Run(store, embedder, cfg, chunk_spec(embedder.max_input_tokens, cfg.chunking), force,
-               IndexStats(items=len(keys)), on_item, reads.item_states(store, cfg.name))
-    writer = ItemWriter(store, embedder, on_written=lambda item: _written(run, item))
+               stats if stats is not None else IndexStats(), on_item, on_work, reads.item_states(store, cfg.name))
+    run.stats.items = len(keys)
+    embedded = (lambda n: on_work("embedded", n)) if on_work else None
+    writer = ItemWriter(store, embedder, on_written=lambda item: _written(run, item), progress=embedded)
     by_source: dict[int, list[str]] = {}
     for key in keys:
         owner = owner_of(key, sources)
@@ -99,6 +109,7 @@ def _prepare(run: _Run, src: Source, loaded: Loaded) -> ParsedItem | None:
         _delete(run, [key])
         return None
     ref = ItemRef(run.cfg.name, key, loaded.uri, loaded.source_type, source_name(src))
+    run.stats.item_uris[key] = loaded.uri
     fp = Fingerprint(loaded.size, loaded.mtime_ns, loaded.content_hash, loaded.stamp or None)
     if loaded.error:
         return _fail(run, ref, fp, *loaded.error)
@@ -119,14 +130,22 @@ def _prepare(run: _Run, src: Source, loaded: Loaded) -> ParsedItem | None:
         return _fail(run, ref, fp, "unreadable", f"cannot read it ({exc.strerror or exc}); check it exists and is readable")
     except Exception as exc:  # a parser bug must not stop the run; the item records it
         return _fail(run, ref, fp, "error", f"{type(exc).__name__}: {exc}")
-    run.stats.tokens += sum(run.embedder.count_tokens(c.vector_text) for c in chunks)
-    return ParsedItem(ref, fp, doc.title, chunks, doc.links)
+    tokens = sum(run.embedder.count_tokens(c.vector_text) for c in chunks)
+    run.stats.tokens += tokens
+    run.stats.item_tokens[key] = tokens
+    if run.on_work:
+        run.on_work("queued", len(chunks))
+    file_path = getattr(getattr(src, "options", None), "ingest", "chunked") == "file-path"  # only the path is kept
+    stored = None if file_path else document_text(doc)
+    return ParsedItem(ref, fp, doc.title, chunks, doc.links, stored)
 
 
 def _chunks(run: _Run, src: Source, doc: Document, loaded: Loaded) -> list:
     strategy = getattr(getattr(src, "options", None), "ingest", "chunked")
     count, spec = run.embedder.count_tokens, run.spec
     chunks = whole_document(doc, count, spec) if strategy == "whole-document" else None
+    if chunks is None and loaded.chunker is not None:  # a source's own chunker (code: by syntax tree)
+        chunks = loaded.chunker(doc, count, spec)
     if chunks is None:
         chunks = chunk_document(doc, count, spec, plain=loaded.plain)
     limit = run.cfg.limits.max_chunks

@@ -54,7 +54,7 @@ def index_collections(paths: Paths, names: list[str] | None = None, *, force: bo
     """
     import dagster as dg
 
-    from rag_pipelines.wiring.assets import add_partitions, sync_op_name
+    from rag_pipelines.wiring.assets import add_partitions, items_op_name, sync_op_name
     from rag_pipelines.wiring.definitions import build_definitions
     from rag_pipelines.wiring.instance import ensure_instance
     from rag_pipelines.wiring.resources import RagResource
@@ -95,7 +95,8 @@ def index_collections(paths: Paths, names: list[str] | None = None, *, force: bo
             ordered = instance.get_dynamic_partitions(c.partitions.name)
             for first, last in contiguous_ranges(ordered, set(plan.new), CLI_RANGE_MAX):
                 job = defs.resolve_job_def(c.index_job.name)
-                summary.run_ids.append(_execute(job, instance, tags={**tags, **range_tags(first, last)}))
+                conf = {"ops": {items_op_name(name): {"config": {"force": force}}}}
+                summary.run_ids.append(_execute(job, instance, run_config=conf, tags={**tags, **range_tags(first, last)}))
             if plan.changed or plan.deleted:
                 conf = {"reindex": plan.changed, "delete": plan.deleted, "force": force}
                 job = defs.resolve_job_def(c.sync_job.name)
@@ -108,19 +109,27 @@ def index_collections(paths: Paths, names: list[str] | None = None, *, force: bo
     return summaries
 
 
-QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
+# Console quiet: progress and the summary come from the CLI; a run failed by its items is reported per item.
+QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 
 
 def _execute(job, instance, run_config: dict | None = None, **kwargs) -> str:
-    """Run a job in-process (console quiet: progress and summary come from the CLI); errors surface as ours."""
+    """Run a job in-process; errors surface as ours. A run whose items failed is marked failed in
+    Dagster (so are those items' partitions), which is no error here: the summary lists the items."""
+    import uuid
+
     from rag_pipelines.run_health import owner_tags
+    from rag_pipelines.wiring.outcomes import is_items_failure
 
     kwargs["tags"] = {**(kwargs.get("tags") or {}), **owner_tags()}
+    run_id = str(uuid.uuid4())
     try:
-        result = job.execute_in_process(instance=instance, run_config={**(run_config or {}), **QUIET}, **kwargs)
+        job.execute_in_process(instance=instance, run_config={**(run_config or {}), **QUIET}, run_id=run_id, **kwargs)
     except Exception as exc:
         cause = getattr(exc, "user_exception", None) or exc.__cause__ or exc
+        if is_items_failure(cause):
+            return run_id
         if isinstance(cause, RagError):
             raise cause
         raise RagError(f"The Dagster run of '{job.name}' failed: {cause}. See it in the UI (`local-rag ui`).") from exc
-    return result.run_id
+    return run_id

@@ -52,10 +52,26 @@ class SearchSettings(_Section):
     top_k: int = Field(10, ge=1, le=200, description="Hits returned when the caller does not say.")
     rrf_k: int = Field(60, ge=1, description="Reciprocal Rank Fusion constant k.")
     vector_weight: float = Field(0.7, ge=0, description="RRF weight of the vector (semantic) retriever.")
-    keyword_weight: float = Field(0.3, ge=0, description="RRF weight of the keyword (BM25) retriever.")
-    candidates: int = Field(
-        50, ge=10, le=1000, description="Candidates each retriever hands to fusion (at least top_k)."
+    keyword_weight: float = Field(
+        0.3, ge=0, description="RRF weight of the keyword retriever over whole items (BM25 of an item's full text)."
     )
+    keyword_chunk_weight: float = Field(
+        0.0, ge=0, description="RRF weight of the keyword retriever over chunks (an item ranked by its best chunk)."
+    )
+    candidates: int = Field(
+        50, ge=10, le=1000, description="Items each retriever hands to fusion (at least top_k)."
+    )
+    exact_max_items: int = Field(
+        0, ge=0, le=100, description="A query term found in at most this many items puts them first (0: off).",
+    )
+    reranker: Literal["off", "features", "ollama"] = Field(
+        "off", description="Rerank the fused top items: 'features' (offline), 'ollama' (embedding model), 'off'."
+    )
+    rerank_top: int = Field(30, ge=2, le=200, description="How many fused items the reranker reorders.")
+    rerank_budget_ms: float = Field(
+        100.0, gt=0, description="Time the reranker may take per query; past it the fused order stands."
+    )
+    rerank_model: str | None = Field(None, description="Ollama reranker: the embedding model (default bge-m3).")
 
 
 class McpSettings(_Section):

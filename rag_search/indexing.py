@@ -30,6 +30,7 @@ class ParsedItem:
     title: str
     chunks: Sequence[Chunk]
     links: Sequence[str] = ()
+    text: str | None = None  # the item as written, stored for rag_get_document (None: not stored)
 
 
 @dataclass
@@ -78,7 +79,8 @@ class ItemWriter:
         for item in items:
             n = len(item.chunks)
             vecs = whole[offset : offset + n]
-            writes.replace_item(self.store, item.ref, item.fingerprint, item.title, item.chunks, vecs, item.links)
+            writes.replace_item(self.store, item.ref, item.fingerprint, item.title, item.chunks, vecs, item.links,
+                                item.text)
             offset += n
             if self.on_written:
                 self.on_written(item)

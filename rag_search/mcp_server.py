@@ -23,6 +23,7 @@ from rag_search.config import Paths, Settings, load_settings
 from rag_search.embedders import Embedder, load_embedder
 from rag_search.errors import EmbedderMismatch, RagError
 from rag_search.mcp_metadata import metadata_by_collection, metadata_schema
+from rag_search.mcp_schema import compact_tools
 from rag_search.records import Hit
 from rag_search.retrieval import Filters, SearchEngine, SearchRequest, parse_date
 from rag_search.retrieval.filters import build_where
@@ -81,6 +82,19 @@ def _fail(exc: RagError) -> ToolError:
     return ToolError(msg)
 
 
+def empty_index(paths: Paths) -> str:
+    """Why an index may look empty, naming the database this server opened and how a client picks another."""
+    import os
+
+    home = os.environ.get("LOCAL_RAG_HOME")
+    where = (f"LOCAL_RAG_HOME={home}" if home else "LOCAL_RAG_HOME is not set, so the default home; an MCP client "
+             "that does not pass it opens this one, not a home the user set in their shell")
+    return (f"The index is empty: this server opened {paths.db} ({where}). To use another home, add "
+            '"env": {"LOCAL_RAG_HOME": "<that folder>"} to the local-rag entry of the client\'s MCP config and '
+            "restart the client. If nothing is indexed yet: call rag_index(collection, path) with a folder, or run "
+            "`local-rag index project NAME PATH` in a terminal.")
+
+
 async def _call(fn, *args, **kwargs):
     """Run blocking library code off the event loop; our errors become tool errors."""
     try:
@@ -97,11 +111,13 @@ def budget_hits(hits: list[Hit], budget_tokens: int = OUTPUT_BUDGET_TOKENS) -> t
         d = {"content": hit.text, "title": hit.title, "collection": hit.collection, "source": hit.uri,
              "key": hit.key, "item_id": hit.item_id, "chunk_index": hit.chunk_index,
              "heading": " > ".join(hit.heading_path) or None, "page": hit.page, "timestamp": hit.to_dict()["timestamp"],
-             "author": hit.author, "tags": list(hit.tags), "score": round(hit.score, 5)}
-        size = len(json.dumps(d, ensure_ascii=False))
-        if used + size > budget:
-            d["content"], trimmed = hit.snippet, trimmed + 1
-            size = len(json.dumps(d, ensure_ascii=False))
+             "author": hit.author, "tags": list(hit.tags), "score": round(hit.score, 5),
+             "also_matches": [s["heading"] or f"chunk {s['chunk_index']}" for s in hit.sections]}
+        d = {k: v for k, v in d.items() if v not in (None, [])}  # compact: what is unknown is left out
+        size = len(compact_json(d))
+        if used + size > budget or (used > budget // 2 and len(hit.text) > len(hit.snippet)):
+            d["content"], trimmed = hit.snippet, trimmed + 1  # past half the budget, snippets keep more hits
+            size = len(compact_json(d))
             if used + size > budget:
                 break
         out.append(d)
@@ -115,12 +131,16 @@ def budget_hits(hits: list[Hit], budget_tokens: int = OUTPUT_BUDGET_TOKENS) -> t
     return out, note
 
 
+def compact_json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
 def search_tool(query: str, collection: str | None = None, collections: list[str] | None = None,
                 top_k: int | None = None, mode: str = "hybrid", source_type: str | list[str] | None = None,
                 date_from: str | None = None, date_to: str | None = None, author: str | None = None,
                 participants: list[str] | None = None, tags: list[str] | None = None,
                 path_prefix: str | None = None, metadata: dict[str, Any] | None = None,
-                days: int | None = None) -> dict[str, Any]:
+                days: int | None = None, chunks: bool = False) -> dict[str, Any]:
     ctx = _ctx()
     if days is not None:
         if days < 1:
@@ -132,11 +152,11 @@ def search_tool(query: str, collection: str | None = None, collections: list[str
                       date_to=parse_date(date_to, end=True), author=author, participants=tuple(participants or ()),
                       tags=tuple(tags or ()), path_prefix=path_prefix, metadata=dict(metadata or {}))
     filters = resolve_filters(filters, ctx.people)
-    result = ctx.engine.search(SearchRequest(query, top_k=top_k, mode=mode, filters=filters))  # type: ignore[arg-type]
+    result = ctx.engine.search(SearchRequest(query, top_k=top_k, mode=mode, filters=filters,  # type: ignore[arg-type]
+                                             chunks=chunks))
     if result.chunks_in_index == 0:
         if not reads.list_collections(ctx.store):
-            raise RagError("The index is empty. Index something first: call rag_index(collection, path) with a "
-                           "folder, or run `local-rag index project NAME PATH` in a terminal.")
+            raise RagError(empty_index(ctx.paths))
         return {"hits": [], "note": "Nothing is indexed in these collections yet."}
     hits, note = budget_hits(result.hits)
     out: dict[str, Any] = {"query": query, "mode": mode, "hits": hits}
@@ -150,12 +170,30 @@ def search_tool(query: str, collection: str | None = None, collections: list[str
 class RagServer(MCPServer):
     """MCPServer whose rag_search schema lists the metadata keys and values currently in the index."""
 
+    async def call_tool(self, name, arguments, context=None):
+        """As MCPServer's, with the JSON in the text content compact (the SDK pretty-prints it)."""
+        return compact_result(await super().call_tool(name, arguments, context))
+
     async def list_tools(self):
         tool = self._tool_manager.get_tool("rag_search")
         if tool is not None and _context is not None:
             with _context.store.lock:
                 tool.parameters["properties"]["metadata"] = metadata_schema(_context.store)
         return await super().list_tools()
+
+
+def compact_result(result: Any) -> Any:
+    """A tool result whose text is pretty-printed JSON, re-serialised without the indentation."""
+    content = getattr(result, "content", None)
+    if getattr(result, "is_error", True) or not content or len(content) != 1 or content[0].type != "text":
+        return result
+    try:
+        value = json.loads(content[0].text)
+    except ValueError:
+        return result
+    if not isinstance(value, (dict, list)):
+        return result
+    return result.model_copy(update={"content": [content[0].model_copy(update={"text": compact_json(value)})]})
 
 
 @asynccontextmanager
@@ -173,22 +211,20 @@ def build_server() -> MCPServer:
                          date_to: str | None = None, author: str | None = None,
                          participants: list[str] | None = None, tags: list[str] | None = None,
                          path_prefix: str | None = None, metadata: dict[str, str | list[str]] | None = None,
-                         days: int | None = None) -> dict:
+                         days: int | None = None, chunks: bool = False) -> dict:
         """Search the user's indexed notes and documents (all collections unless one is named).
 
-        Hybrid keyword + semantic by default; quote "exact phrases". Dates are the items' own (sent, event start,
-        recorded): YYYY, YYYY-MM, YYYY-MM-DD, 7d/2w/3m/1y, 'last week', 'yesterday' (inclusive); days: the last N
-        days. participants: people by name, address, phone or chat id (all must take part; the user's people
-        file maps a name to all their ids). tags: all must match ('a' matches nested 'a/b').
+        Dates are the items' own (sent, event start, recorded). One hit per item (its best passage; also_matches
+        names its other matching sections); chunks=true: one hit per passage.
         """
         return await _call(search_tool, query, collection, collections, top_k, mode, source_type, date_from,
-                           date_to, author, participants, tags, path_prefix, metadata, days)
+                           date_to, author, participants, tags, path_prefix, metadata, days, chunks)
 
     @mcp.tool(annotations=READ_ONLY)
     async def rag_list_collections() -> dict:
         """The indexed collections: name, kind, description, item and chunk counts, last indexed time."""
         rows = await _call(reads.list_collections, _ctx().store)
-        return {"collections": [r.to_dict() for r in rows]}
+        return {"collections": [r.to_dict() for r in rows]} | ({} if rows else {"note": empty_index(_ctx().paths)})
 
     @mcp.tool(annotations=READ_ONLY)
     async def rag_collection_info(collection: str) -> dict:
@@ -197,9 +233,9 @@ def build_server() -> MCPServer:
 
     @mcp.tool(annotations=READ_ONLY)
     async def rag_get_document(path_or_id: str, collection: str | None = None) -> dict:
-        """The full text of one indexed item, by item id, key or source path from search results.
+        """The full text of one indexed item as written (a note's Markdown), by item id, key or source path.
 
-        Only indexed items can be read; any other path is refused.
+        Read from the index, not the file; only indexed items can be read, any other path is refused.
         """
         return await _call(reads.get_document, _ctx().store, path_or_id, collection)
 
@@ -244,6 +280,7 @@ def build_server() -> MCPServer:
         """Overall index statistics, the index's embedder, last index time and recent failures."""
         return await _call(reads.status, _ctx().store)
 
+    compact_tools(mcp)  # one-line descriptions of every parameter, schemas without generator noise
     _resources(mcp)
     return mcp
 
@@ -255,6 +292,8 @@ def _tagged(tag: str, top_k: int) -> dict:
         rows = ctx.store.conn.execute(
             "SELECT c.item_id, max(c.ts) AS t FROM chunks c JOIN items i ON i.id = c.item_id "
             f"WHERE {where.sql} GROUP BY c.item_id ORDER BY t DESC LIMIT ?", (*where.params, top_k)).fetchall()
+        if not rows and not reads.list_collections(ctx.store):
+            raise RagError(empty_index(ctx.paths))
         items = [reads.get_document(ctx.store, str(r[0])) for r in rows]
     return {"tag": tag, "items": [{k: v for k, v in d.items() if k != "text"} | {"excerpt": d["text"][:400]}
                                   for d in items]}

@@ -62,6 +62,7 @@ class Document:
     tags: tuple[str, ...] = ()
     metadata: dict[str, Any] = field(default_factory=dict)
     links: tuple[str, ...] = ()  # targets of links to other items (e.g. wikilinks)
+    text: str | None = None  # the item as written (a note's Markdown), when the parser keeps it; else built from sections
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,7 @@ class Chunk:
     tags: tuple[str, ...] = ()
     metadata: dict[str, Any] = field(default_factory=dict)
     embed_text: str | None = None  # what the vector is made from when it is not `text` (file-path ingest)
+    keywords: str = ""  # words it is found by but never shows: split code identifiers (parseConfig → parse config)
 
     @property
     def vector_text(self) -> str:
@@ -110,12 +112,16 @@ class Hit:
     tags: tuple[str, ...]
     metadata: dict[str, Any]
     score: float
-    vector_rank: int | None = None
+    vector_rank: int | None = None  # ranks of this chunk in the vector and the chunk keyword ranking
     keyword_rank: int | None = None
+    item_ranks: dict[str, int] = field(default_factory=dict)  # the item's rank per retriever (vector, keyword, ...)
+    sections: tuple[dict[str, Any], ...] = ()  # the item's other matching chunks: chunk_index, heading, page
+    rerank_score: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "chunk_id": self.chunk_id,
+            "item_id": self.item_id,
             "collection": self.collection,
             "source_type": self.source_type,
             "key": self.key,
@@ -131,6 +137,9 @@ class Hit:
             "score": round(self.score, 6),
             "vector_rank": self.vector_rank,
             "keyword_rank": self.keyword_rank,
+            "item_ranks": self.item_ranks,
+            "rerank_score": None if self.rerank_score is None else round(self.rerank_score, 6),
+            "sections": list(self.sections),
             "snippet": self.snippet,
             "text": self.text,
         }

@@ -123,7 +123,8 @@ def test_alias_bomb_is_refused_not_expanded(corpus):
 
 @pytest.mark.parametrize("unit,name,head,tail", [
     ("[[", "md", "", ""), ("[", "md", "", ""), ("[](", "md", "", ""), ("[a::", "md", "", ""), ("(a::", "md", "", ""),
-    ("![", "md", "", ""), ("#", "md", "# ", "x"), ("<a b='", "html", "", ""), ("<!--", "html", "", "")])
+    ("![", "md", "", ""), ("#", "md", "# ", "x"), ("` ``", "md", "", ""), ("$a ", "md", "", ""), ("%%`", "md", "", ""),
+    (" #a", "md", "", ""), ("<a b='", "html", "", ""), ("<!--", "html", "", "")])
 def test_parsing_time_is_linear(unit, name, head, tail):
     """4x the input may take ~4x the time, never ~16x (a backtracking regex took 8 s on 40 KB of '[[')."""
     data = lambda count: head.encode() + flood(unit, count) + tail.encode()  # noqa: E731

@@ -19,7 +19,7 @@ from rag_search.store import reads
 
 EXPECTED_KEYS = {
     "Archive/Runbook/Runbook.md", "Archive/bad yaml.md", "Archive/bom crlf.md", "Archive/json frontmatter.md",
-    "Board.canvas", "Daily/2024-03-15.md", "Projects/Runbook (conflicted copy).md", "Projects/Runbook.md",
+    "Board.canvas", "Daily/2024-03-15.md", "Help/Formatting help.md", "Projects/Runbook (conflicted copy).md", "Projects/Runbook.md",
     "Projects/Work/Kube Upgrade.md", "Ünïcode folder/Café, [draft] 100%25 done.md",
 }
 
@@ -39,7 +39,7 @@ def test_cli_index_runs_through_dagster_and_lands_in_the_instance(home):
     paths, vault = home
     [summary] = runs.index_collections(paths, ["notes"])
     assert summary.outcomes == {"indexed": len(EXPECTED_KEYS)} and len(summary.run_ids) == 1
-    assert set(reads.item_states(store(), "notes")) == EXPECTED_KEYS  # .obsidian, .trash, .git, Templates, png excluded
+    assert set(reads.item_states(store(), "notes")) == EXPECTED_KEYS  # .obsidian, .trash, .git, Templates, png, site-options.json excluded
 
     instance = dg.DagsterInstance.get()
     run = instance.get_run_by_id(summary.run_ids[0])
@@ -83,10 +83,12 @@ def test_a_corrupt_file_fails_alone_and_is_reported(home):
     [failure] = summary.failures
     assert failure["key"] == "broken.pdf" and failure["error_kind"] == "corrupt"
     assert reads.status(store())["totals"]["failed"] == 1
-    instance = dg.DagsterInstance.get()
-    [event] = instance.fetch_materializations(dg.AssetKey(["notes", "items"]), limit=1).records
-    meta = event.asset_materialization.metadata
-    assert meta["failed"].value == 1 and "broken.pdf" in meta["failures"].value  # shown in the UI
+    instance = dg.DagsterInstance.get()  # shown in the UI: a failed run naming the item, its partition not green
+    assert instance.get_run_by_id(summary.run_ids[0]).status == dg.DagsterRunStatus.FAILURE
+    assert "broken.pdf" not in instance.get_materialized_partitions(dg.AssetKey(["notes", "items"]))
+    [seen] = instance.fetch_observations(dg.AssetRecordsFilter(asset_key=dg.AssetKey(["notes", "items"]),
+                                                               asset_partitions=["broken.pdf"]), limit=1).records
+    assert seen.asset_observation.metadata["error_kind"].value == "corrupt"
 
 
 def tick(defs, instance, cursor=None):

@@ -1,9 +1,12 @@
 """Markdown and Obsidian notes → Document.
 
 Handles YAML (or JSON) frontmatter, wikilinks [[a]] [[a|b]] [[a#h]] [[a^b]], embeds ![[x]] (stripped
-and recorded), Markdown links, inline #tags including nested #a/b (never inside code or URLs),
-Dataview query blocks (skipped) and `key:: value` inline fields, callouts, %%comments%%. Sections
-follow ATX headings; fenced code never produces headings, tags or links.
+and recorded), Markdown links, tags (frontmatter `tags`/`tag`, and inline #tags including nested #a/b
+by Obsidian's rules, see parsers.markdown_spans), Dataview query blocks (skipped) and `key:: value`
+inline fields, callouts, %%comments%% (dropped). Sections follow ATX headings. Code is kept verbatim:
+fenced blocks (also inside callouts), inline `code` and $math$ never produce headings, tags or links,
+and link syntax inside them is not rewritten. Document.text is the note as written (frontmatter and
+comments left out): what rag_get_document returns.
 
 Every pattern runs in linear time on any input: each variable-length part stops at the next '['
 (or at a character that can start no match), so the scans of different starting points never overlap.
@@ -20,18 +23,18 @@ from urllib.parse import unquote
 from rag_search.records import Document, Section
 
 from rag_pipelines.parsers.frontmatter import split_frontmatter
+from rag_pipelines.parsers.markdown_spans import CODE, PROSE, spans, tags_in
 from rag_pipelines.parsers.text import decode
 
-FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})\s*([\w+-]*)")
+FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})\s*([\w+-]*)")  # any indent: fences inside list items count too
+MATH_BLOCK = re.compile(r"^[ \t]*\$\$(?!.*\$\$)")  # $$ opening a math block that a later line closes
+QUOTE = re.compile(r"^(?:[ \t]*>[ \t]?)+")
 HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.*)$")  # closing #s are stripped by heading_title
 WIKILINK = re.compile(r"(!?)\[\[([^\[\]|]+?)(?:\|([^\[\]]*?))?\]\]")
 MD_LINK = re.compile(r"(!?)\[([^\[\]]*)\]\(([^)\s\[]+)(?:\s+\"[^\"\[]*\")?\)")
-INLINE_CODE = re.compile(r"`[^`\n]*`")
-TAG = re.compile(r"(?<![\w/#&=\])])#([\w/-]*[^\W\d_][\w/-]*|[\w/-]*_[\w/-]*)", re.UNICODE)
 INLINE_FIELD_LINE = re.compile(r"^\s*(?:[-*+]\s+)?([A-Za-z][\w \-]*?)::\s*(.*)$")
 FIELD_OPEN = re.compile(r"[\[(]([A-Za-z][\w \-]*?)::")  # [key:: value] / (key:: value), value up to FIELD_CLOSE
 FIELD_CLOSE = re.compile(r"[\])]")
-COMMENT = re.compile(r"%%.*?%%", re.DOTALL)
 CALLOUT = re.compile(r"^\[!(\w+)\][+-]?\s*")
 DAILY = re.compile(r"(\d{4})-(\d{2})-(\d{2})")
 SKIP_FENCES = {"dataview", "dataviewjs"}
@@ -102,17 +105,20 @@ def _scalar(value):
 
 
 class _Body:
-    """Walks the body once, line by line, tracking fences, and collects everything the note holds."""
+    """Walks the body once, line by line (fences, math blocks, comments), and collects what the note holds."""
 
     def __init__(self):
         self.sections: list[Section] = []
         self.path: list[tuple[int, str]] = []
         self.lines: list[str] = []
+        self.written: list[str] = []  # the note as written, without its %%comments%%: Document.text
         self.tags: list[str] = []
         self.links: list[str] = []
         self.embeds: list[str] = []
         self.fields: dict[str, str] = {}
         self.first_h1: str | None = None
+        self.block: tuple[str, str, bool, bool] | None = None  # (fence|math, marker, inside a quote, skipped)
+        self.in_comment = False
 
     def flush(self):
         text = "\n".join(self.lines).strip()
@@ -120,22 +126,87 @@ class _Body:
             self.sections.append(Section(text=text, heading_path=tuple(h for _, h in self.path)))
         self.lines = []
 
+    def line(self, raw: str):
+        if self.block is not None:
+            return self._block_line(raw)
+        if self.in_comment:  # a comment opened on an earlier line: nothing here is a fence or a heading
+            segs, self.in_comment = spans(raw, True)
+            if segs:
+                self.lines.append(self.prose(segs))
+                self.written.append("".join(t for _, t in segs))
+            return
+        quote = QUOTE.match(raw)
+        inner = raw[quote.end():] if quote else raw
+        fence = FENCE.match(inner)
+        if fence or MATH_BLOCK.match(inner):
+            kind, marker = ("fence", fence.group(1)) if fence else ("math", "$$")
+            skipped = bool(fence) and fence.group(2).lower() in SKIP_FENCES
+            self.block = (kind, marker, bool(quote), skipped)
+            if not skipped:
+                self.lines.append(inner)
+            self.written.append(raw)
+            return
+        segs, self.in_comment = spans(inner)
+        if raw.strip() and not segs:
+            return  # a line that is all comment
+        self.written.append((quote.group() if quote else "") + "".join(t for _, t in segs))
+        h = None if quote else HEADING.match(self.written[-1])
+        if h:
+            return self.heading(len(h.group(1)), heading_title(h.group(2)))
+        if quote and segs and segs[0][0] == PROSE:
+            segs[0] = (PROSE, CALLOUT.sub(lambda c: c.group(1).capitalize() + ": ", segs[0][1]))
+        f = INLINE_FIELD_LINE.match("".join(t for _, t in segs))
+        if f and "://" not in f.group(1):
+            self.fields[field_key(f.group(1))] = f.group(2).strip()
+        self.lines.append(self.prose(segs))
+
+    def _block_line(self, raw: str):
+        kind, marker, quoted, skipped = self.block
+        quote = QUOTE.match(raw) if quoted else None
+        if quoted and not quote:  # the quote (callout) ended, and its code block with it
+            self.block = None
+            return self.line(raw)
+        inner = raw[quote.end():] if quote else raw
+        bare = inner.strip()
+        if kind == "math":
+            closing = bare.endswith("$$")
+        else:
+            closing = bare.startswith(marker[0] * len(marker)) and not bare.strip(marker[0])
+        if not skipped:
+            self.lines.append(inner)
+        self.written.append(raw)
+        if closing:
+            self.block = None
+
     def heading(self, level: int, title: str):
         self.flush()
-        title = self.inline(title)
+        segs, _ = spans(title)
+        title = self.prose(segs)
         if level == 1 and self.first_h1 is None:
             self.first_h1 = title
         self.path = [(lvl, h) for lvl, h in self.path if lvl < level] + [(level, title)]
 
-    def inline(self, line: str) -> str:
-        """Links, embeds, tags and fields of one prose line; returns the line as searchable text."""
-        prose = INLINE_CODE.sub(" ", line)
-        self.tags += TAG.findall(prose)
-        for key, value in bracket_fields(prose):
-            self.fields[field_key(key)] = value
-        line = WIKILINK.sub(self._wikilink, line)
-        line = MD_LINK.sub(self._mdlink, line)
-        return line
+    def prose(self, segs: list[tuple[str, str]]) -> str:
+        """Links, embeds, tags and fields of the prose spans; code spans stay verbatim. The searchable text."""
+        out, scan = [], []
+        for kind, text in segs:
+            if kind == CODE:
+                out.append(text)
+                scan.append("\x00")
+                continue
+            if "::" in text:
+                for key, value in bracket_fields(text):
+                    self.fields[field_key(key)] = value
+            if "[" in text:  # links: resolved in the text, blanked for the tag reader
+                scan.append(MD_LINK.sub("\x00", WIKILINK.sub("\x00", text)))
+                text = MD_LINK.sub(self._mdlink, WIKILINK.sub(self._wikilink, text))
+            else:
+                scan.append(text)
+            out.append(text)
+        scanned = "".join(scan)
+        if "#" in scanned:
+            self.tags += tags_in(scanned)
+        return "".join(out)
 
     def _wikilink(self, m: re.Match) -> str:
         embed, target, display = m.group(1), m.group(2).strip(), (m.group(3) or "").strip()
@@ -166,37 +237,8 @@ def parse_markdown(data: bytes, filename: str, mtime_ns: int | None = None) -> D
     text = decode(data)
     props, body_text, warning = split_frontmatter(text)
     body = _Body()
-    fence: str | None = None
-    skipping = False
-    for raw in COMMENT.sub("", body_text).split("\n"):
-        m = FENCE.match(raw)
-        if fence is None and m:
-            fence, skipping = m.group(1), m.group(2).lower() in SKIP_FENCES
-            if not skipping:
-                body.lines.append(raw)
-            continue
-        if fence is not None:
-            if raw.strip().startswith(fence[0] * len(fence)) and raw.strip().strip(fence[0]) == "":
-                fence = None
-                if not skipping:
-                    body.lines.append(raw)
-                skipping = False
-            elif not skipping:
-                body.lines.append(raw)
-            continue
-        h = HEADING.match(raw)
-        if h:
-            body.heading(len(h.group(1)), heading_title(h.group(2)))
-            continue
-        line = raw
-        quote = re.match(r"^(\s*>\s?)+", line)
-        if quote:
-            line = line[quote.end() :]
-            line = CALLOUT.sub(lambda c: c.group(1).capitalize() + ": ", line)
-        f = INLINE_FIELD_LINE.match(line)
-        if f and "://" not in f.group(1):
-            body.fields[field_key(f.group(1))] = f.group(2).strip()
-        body.lines.append(body.inline(line))
+    for raw in body_text.split("\n"):
+        body.line(raw)
     body.flush()
     return _document(props, body, filename, mtime_ns, warning)
 
@@ -204,6 +246,9 @@ def parse_markdown(data: bytes, filename: str, mtime_ns: int | None = None) -> D
 def _document(props: dict, body: _Body, filename: str, mtime_ns: int | None, warning: str | None) -> Document:
     stem = filename.rsplit("/", 1)[-1].rsplit(".", 1)[0]
     tags = [t.lstrip("#") for t in as_list(props.get("tags"), True) + as_list(props.get("tag"), True)] + body.tags
+    unique: dict[str, str] = {}
+    for t in filter(None, tags):  # Obsidian's tags are case-insensitive; the first spelling is kept
+        unique.setdefault(t.lower(), t)
     aliases = as_list(props.get("aliases")) + as_list(props.get("alias"))
     named = props.get("title") if isinstance(props.get("title"), SCALARS) else None
     title = str(named or body.first_h1 or stem).strip()
@@ -230,7 +275,8 @@ def _document(props: dict, body: _Body, filename: str, mtime_ns: int | None, war
         sections=tuple(sections),
         ts=ts,
         author=str(author) if isinstance(author, (str, int)) else None,
-        tags=tuple(dict.fromkeys(t for t in tags if t)),
+        tags=tuple(unique.values()),
         metadata=meta,
         links=tuple(dict.fromkeys(body.links)),
+        text="\n".join(body.written).strip("\n"),
     )

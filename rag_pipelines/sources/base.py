@@ -62,6 +62,7 @@ class Loaded:
     error: tuple[str, str] | None = None  # (kind, message) when it could not be read at all
     gone: bool = False  # vanished since the scan: leaves the index quietly
     plain: bool = False  # chunk as plain-text windows rather than by structure
+    chunker: Callable | None = None  # (document, count_tokens, ChunkSpec) → chunks, instead of chunk_document
     size: int | None = None
     mtime_ns: int | None = None
 

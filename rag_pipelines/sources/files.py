@@ -25,14 +25,25 @@ from rag_pipelines.sources.options import Capture, SourceOptions, compile_captur
 DEFAULT_EXCLUDES = (".obsidian/**", ".trash/**", ".git/**", "**/.*", "**/.*/**", "node_modules/**",
                     "**/node_modules/**", "__pycache__/**", "**/__pycache__/**", ".venv/**", "**/.venv/**")
 TEXT_SUFFIXES = ("md", "markdown", "canvas", "txt", "pdf", "docx", "html", "htm", "epub", "csv", "json", "yaml", "yml", "rst")
+DATA_SUFFIXES = ("csv", "json", "yaml", "yml")  # data and settings: a project's documents, never a vault's notes
 DEFAULT_INCLUDES = tuple(f"**/*.{s}" for s in TEXT_SUFFIXES)
+# A vault's notes, canvases and attached documents; not its data or settings files (site-options.json, a
+# plugin's data.json or .yaml exports outside .obsidian/), which are not notes.
+OBSIDIAN_INCLUDES = tuple(f"**/*.{s}" for s in TEXT_SUFFIXES if s not in DATA_SUFFIXES)
 PLAIN_TYPES = {"text", "csv", "json", "yaml"}
+
+
+def default_includes(source_type: str) -> tuple[str, ...]:
+    return OBSIDIAN_INCLUDES if source_type == "obsidian" else DEFAULT_INCLUDES
 
 
 class FileOptions(SourceOptions):
     type: Literal["obsidian", "project"] = Field(description="obsidian (a vault) or project (any folder of documents).")
     paths: tuple[Path, ...] = Field(min_length=1, description="Root folders of the source.")
-    include: tuple[str, ...] = Field(DEFAULT_INCLUDES, description="Globs of files to index (relative to a root).")
+    include: tuple[str, ...] | None = Field(None, description=(
+        "Globs of files to index (relative to a root). Default for obsidian: **/*.{"
+        + ",".join(s for s in TEXT_SUFFIXES if s not in DATA_SUFFIXES) + "}; project also "
+        + ",".join(DATA_SUFFIXES) + "."))
     exclude: tuple[str, ...] = Field((), description="Globs to skip, added to the defaults (.obsidian, .trash, .git, hidden, node_modules).")
     exclude_folders: tuple[str, ...] = Field((), description="Folders (relative to a root) to skip entirely.")
     captures: tuple[Capture, ...] = Field((), description="Path patterns whose named captures become chunk metadata.")
@@ -42,6 +53,10 @@ class FileOptions(SourceOptions):
     @classmethod
     def _expand(cls, v: tuple[Path, ...]) -> tuple[Path, ...]:
         return expand_paths(v)
+
+    @property
+    def includes(self) -> tuple[str, ...]:
+        return self.include if self.include is not None else default_includes(self.type)
 
     @property
     def excludes(self) -> tuple[str, ...]:
@@ -87,7 +102,7 @@ class FileSource(BaseSource):
         self.options = options
         self.type = options.type  # type: ignore[misc]
         self.limits = limits or Limits()
-        self.globs = GlobSet(options.include, options.excludes)
+        self.globs = GlobSet(options.includes, options.excludes)
         self.roots = [(root, self._join(sub)) for root, sub in root_labels(list(options.paths))]
         self._entries: dict[str, FileEntry] | None = None
         self._problems: dict[str, tuple[str, str]] = {}

@@ -31,6 +31,8 @@ class SourceType:
     cli_params: tuple = ()  # click Parameters of `local-rag index <type>`
     cli_source: CliConfig | None = None  # CLI values → a source dict to register, or None: configured ones
     seed_keys: dict[str, str] = field(default_factory=dict)  # top-level config key → option it fills
+    # (settings, names taken) → collections implied by top-level config keys that make several (code_groups)
+    seed: Callable[..., "dict[str, dict]"] | None = None
 
 
 @lru_cache(maxsize=1)

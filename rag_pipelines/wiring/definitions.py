@@ -17,7 +17,6 @@ def build_definitions(collections: dict[str, CollectionConfig], home: str = "") 
     built = {name: build_collection(cfg) for name, cfg in sorted(collections.items())}
     defs = dg.Definitions(
         assets=[c.asset for c in built.values()] + [embeddings],
-        asset_checks=[check for c in built.values() for check in c.checks],
         jobs=[j for c in built.values() for j in (c.index_job, c.sync_job)],
         sensors=[build_sensor(c) for c in built.values()],
         schedules=[build_schedule(c) for c in built.values()],

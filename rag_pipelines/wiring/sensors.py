@@ -8,7 +8,7 @@ import dagster as dg
 
 from rag_pipelines.run_health import reap_dead_runs
 from rag_pipelines.sync import plan_sync
-from rag_pipelines.wiring.assets import CollectionDefs, add_partitions, sync_op_name
+from rag_pipelines.wiring.assets import CollectionDefs, add_partitions, items_op_name, sync_op_name
 from rag_pipelines.wiring.resources import RagResource
 
 RANGE_RUN_MAX = 1_000  # keys per range run for new items
@@ -43,8 +43,9 @@ def run_requests(instance: dg.DagsterInstance, c: CollectionDefs, new: list[str]
     """Few runs for any number of changes: new keys as contiguous ranges, the rest as one sync run."""
     add_partitions(instance, c.partitions.name, new)
     ordered = instance.get_dynamic_partitions(c.partitions.name)
+    new_only = {"ops": {items_op_name(c.cfg.name): {"config": {"force": False}}}}  # new keys: nothing to force
     requests = [
-        dg.RunRequest(job_name=c.index_job.name, tags={**range_tags(a, b), **(tags or {})})
+        dg.RunRequest(job_name=c.index_job.name, tags={**range_tags(a, b), **(tags or {})}, run_config=new_only)
         for a, b in contiguous_ranges(ordered, set(new))
     ]
     if changed or deleted:

@@ -42,6 +42,10 @@ def render_hits(result: SearchResult, explain: bool = False) -> str:
         if result.keyword_dropped and result.keyword_expression:
             lines.append(f"  common words left out of MATCH: {', '.join(result.keyword_dropped)}")
         lines.append(f"  vector plan: {result.vector_plan or '(not run)'}")
+        if result.exact_terms:
+            lines.append(f"  put first (a term only they hold): {', '.join(result.exact_terms)}")
+        if result.reranker:
+            lines.append(f"  reranker: {result.reranker}" + (f" ({result.rerank_note})" if result.rerank_note else ""))
         lines.append("  timings ms: " + ", ".join(f"{k} {v}" for k, v in result.timings_ms.items()))
         lines.append("")
     if not result.hits:
@@ -65,11 +69,21 @@ def render_hits(result: SearchResult, explain: bool = False) -> str:
         if where:
             lines.append("   " + click.style(" · ".join(where), dim=True))
         lines.append("   " + _bold_marks(hit.snippet))
+        if hit.sections:
+            also = ", ".join(s["heading"] or f"#{s['chunk_index']}" for s in hit.sections)
+            lines.append("   " + click.style(f"also matches: {also}", dim=True))
         if explain:
-            ranks = f"vector #{hit.vector_rank or '-'}  keyword #{hit.keyword_rank or '-'}  fused {hit.score:.5f}"
-            lines.append("   " + click.style(ranks, dim=True))
+            lines.append("   " + click.style(explain_ranks(hit), dim=True))
         lines.append("")
     return "\n".join(lines).rstrip()
+
+
+def explain_ranks(hit) -> str:
+    """Each retriever's rank of the item and of the shown chunk, the fused and the rerank score."""
+    item = "  ".join(f"{name} #{rank}" for name, rank in sorted(hit.item_ranks.items())) or "-"
+    chunk = f"vector #{hit.vector_rank or '-'}  keyword #{hit.keyword_rank or '-'}"
+    rerank = f"  rerank {hit.rerank_score:.4f}" if hit.rerank_score is not None else ""
+    return f"item: {item} · chunk: {chunk} · fused {hit.score:.5f}{rerank}"
 
 
 def render_collections(rows: list[dict[str, Any]]) -> str:

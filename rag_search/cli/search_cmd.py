@@ -43,9 +43,12 @@ def parse_meta(pairs: tuple[str, ...]) -> dict[str, list[str]]:
 @click.option("--mode", type=click.Choice(MODES), default="hybrid", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.option("--explain", is_flag=True, help="Show per-retriever ranks, the FTS expression and timings.")
+@click.option("--chunks", "chunk_hits", is_flag=True,
+              help="One hit per matching chunk (several per item) instead of one per item.")
+@click.option("--rerank/--no-rerank", default=None, help="Rerank the fused top items (default: config search.reranker).")
 @pass_app
 def search(app: App, query, collections, source_types, after, before, days, no_undated, author, participants, tags,
-           path_prefix, meta, top_k, mode, as_json, explain):
+           path_prefix, meta, top_k, mode, as_json, explain, chunk_hits, rerank):
     """Search the index: keyword + semantic, fused (quote "exact phrases"; word* for prefixes)."""
     if days and after:
         raise QueryError("Give --days or --after, not both (--days 7 is --after 7d).")
@@ -58,7 +61,8 @@ def search(app: App, query, collections, source_types, after, before, days, no_u
     filters = resolve_filters(filters, PeopleDirectory.from_settings(app.settings))
     embedder = None if mode == "keyword" else app.embedder
     engine = SearchEngine(app.store, embedder, app.settings.search)
-    result = engine.search(SearchRequest(" ".join(query), top_k=top_k, mode=mode, filters=filters))
+    result = engine.search(SearchRequest(" ".join(query), top_k=top_k, mode=mode, filters=filters, chunks=chunk_hits,
+                                         rerank=rerank))
     if as_json:
         payload = {"query": result.request.query, "mode": mode, "hits": [h.to_dict() for h in result.hits]}
         if explain:
@@ -67,6 +71,9 @@ def search(app: App, query, collections, source_types, after, before, days, no_u
                 "keyword_dropped": result.keyword_dropped,
                 "vector_plan": result.vector_plan,
                 "chunks_in_scope": result.chunks_in_index,
+                "exact_terms": result.exact_terms,
+                "reranker": result.reranker,
+                "rerank_note": result.rerank_note,
                 "timings_ms": result.timings_ms,
             }
         echo_json(payload)

@@ -1,4 +1,10 @@
-"""The hybrid query engine: keyword (FTS5 BM25) + vector (sqlite-vec) retrieval, fused with RRF."""
+"""The hybrid query engine: keyword (FTS5 BM25 over chunks and whole items) + vector (sqlite-vec), fused
+with RRF into distinct items (or chunks on request), optionally reranked.
+
+Stages, each visible in `--explain`: retrieve (each retriever's candidates) → fuse (RRF over item
+rankings; the best chunk of each item is what the user sees) → pin exact rare-term matches → rerank the
+fused top N (if configured) → hydrate the top k.
+"""
 
 from __future__ import annotations
 
@@ -7,13 +13,16 @@ import time
 from dataclasses import dataclass, field
 from typing import Literal
 
+import numpy as np
+
 from rag_search.config import SearchSettings
 from rag_search.embedders.base import Embedder
 from rag_search.errors import QueryError
 from rag_search.records import Hit, chunk_body
 from rag_search.retrieval import keyword, vector
 from rag_search.retrieval.filters import Filters, SqlFilter, build_where, passing
-from rag_search.retrieval.fusion import rrf
+from rag_search.retrieval.fusion import FusedItem, Fused, fuse_chunks, fuse_items, item_ranking
+from rag_search.retrieval.rerank import Candidate, FeatureReranker, Reranker, apply_rerank, load_reranker
 from rag_search.retrieval.snippets import snippet, term_pattern
 from rag_search.store import Store
 from rag_search.store.vectors import check_embedder, recorded_embedder
@@ -27,6 +36,9 @@ NO_FILTER = SqlFilter("1", ())
 OVERFETCH = 4
 KEYWORD_OVERFETCH = 20  # FTS5 ranks every match whatever the LIMIT, so a wide over-fetch costs little
 MIN_PASS_RATE = 0.1  # below this share passing, the filter goes into the KNN instead of widening it
+CHUNK_DEPTH = 3  # chunk candidates per wanted item, so the fused top k is full of distinct items
+MAX_SECTIONS = 5  # other matching chunks listed per item hit
+MAX_CHUNK_CANDIDATES = 2000  # the vector side widens up to this many chunks to find enough distinct items
 
 
 @dataclass(frozen=True)
@@ -35,6 +47,21 @@ class SearchRequest:
     top_k: int | None = None
     mode: Mode = "hybrid"
     filters: Filters = field(default_factory=Filters)
+    chunks: bool = False  # chunk-level hits (several per item) instead of one hit per item
+    rerank: bool | None = None  # None: as configured (search.reranker); False: never; True: the configured one
+
+
+@dataclass
+class Retrieved:
+    """Each retriever's candidates for one query, before fusion."""
+
+    chunk_rankings: dict[str, list[int]] = field(default_factory=dict)  # vector, keyword_chunks: chunk ids
+    item_rankings: dict[str, list[int]] = field(default_factory=dict)  # vector, keyword, keyword_chunks: item ids
+    item_of: dict[int, int] = field(default_factory=dict)  # chunk id → item id
+    item_bm25: dict[int, float] = field(default_factory=dict)  # whole-item BM25 (FTS5 rank, lower is better)
+    chunk_distance: dict[int, float] = field(default_factory=dict)  # cosine distance of vector candidates
+    query_vector: np.ndarray | None = None
+    exact: dict[int, list[str]] = field(default_factory=dict)  # item → rare query terms only it (or few) hold
 
 
 @dataclass
@@ -45,18 +72,34 @@ class SearchResult:
     keyword_dropped: list[str] = field(default_factory=list)  # common words left out of the MATCH
     vector_plan: str | None = None  # "exact" or "binary+rescore"
     chunks_in_index: int = 0
+    reranker: str | None = None  # the reranker that ordered the top, if one ran
+    rerank_note: str | None = None  # why reranking stopped early or was skipped
+    exact_terms: list[str] = field(default_factory=list)  # rare terms whose items were put first
     timings_ms: dict[str, float] = field(default_factory=dict)
 
 
 class SearchEngine:
     """Answers SearchRequests against one Store with one Embedder (loaded lazily by the embedder)."""
 
-    def __init__(self, store: Store, embedder: Embedder | None, settings: SearchSettings | None = None):
+    def __init__(self, store: Store, embedder: Embedder | None, settings: SearchSettings | None = None,
+                 reranker: Reranker | None = None):
         self.store = store
         self.embedder = embedder
         self.settings = settings or SearchSettings()
+        self.reranker = reranker if reranker is not None else load_reranker(self.settings)
         self._df_cache: dict[str, int] = {}
         self._df_cache_size = -1
+
+    @property
+    def weights(self) -> dict[str, float]:
+        s = self.settings
+        return {"vector": s.vector_weight, "keyword": s.keyword_weight, "keyword_chunks": s.keyword_chunk_weight}
+
+    @property
+    def chunk_weights(self) -> dict[str, float]:
+        """Which chunk of an item is shown: vector and chunk BM25, weighted like the item's two sides."""
+        s = self.settings
+        return {"vector": s.vector_weight, "keyword_chunks": s.keyword_weight + s.keyword_chunk_weight}
 
     def search(self, request: SearchRequest) -> SearchResult:
         if request.mode not in MODES:
@@ -66,26 +109,54 @@ class SearchEngine:
         top_k = request.top_k or self.settings.top_k
         if not 1 <= top_k <= 200:
             raise QueryError(f"top_k must be between 1 and 200 (got {top_k}).")
-        limit = max(self.settings.candidates, top_k)
         result = SearchResult([], request)
         with self.store.lock:
-            coll_ids = self._collection_ids(request.filters.collections)
-            result.chunks_in_index = self._scope_size(coll_ids)
-            if result.chunks_in_index == 0:
+            got = self.retrieve(request, result)
+            if got is None:
                 return result
-            rankings: dict[str, list[int]] = {}
-            terms = keyword.parse_terms(request.query)
-            if request.mode in ("hybrid", "keyword"):
-                rankings["keyword"] = self._keyword(terms, request.filters, coll_ids, limit, result)
-            if request.mode in ("hybrid", "semantic"):
-                rankings["vector"] = self._vector(request.query, request.filters, coll_ids, limit, result)
             t0 = time.perf_counter()
-            weights = {"vector": self.settings.vector_weight, "keyword": self.settings.keyword_weight}
-            fused = rrf(rankings, weights, self.settings.rrf_k)[:top_k]
+            terms = keyword.parse_terms(request.query)
             pattern = term_pattern([w for t in terms for w in t.text.split()])
-            result.hits = self._hydrate(fused, pattern)
-            result.timings_ms["fuse_and_fetch"] = _ms(t0)
+            if request.chunks:
+                fused = fuse_chunks(got.chunk_rankings, got.item_rankings, got.item_of, self.weights,
+                                    self.settings.rrf_k)[:top_k]
+                result.hits = self._chunk_hits(fused, got, pattern)
+            else:
+                items = self.fuse(got, result)
+                items = self._rerank(request, items, got, result)[:top_k]
+                self._choose_chunks(items, terms, request.filters, result)
+                result.hits = self._item_hits(items, pattern)
+            result.timings_ms["fuse_and_fetch"] = _ms(t0) - result.timings_ms.get("rerank", 0.0)
         return result
+
+    # -- retrieve -----------------------------------------------------------------------------
+
+    def retrieve(self, request: SearchRequest, result: SearchResult) -> Retrieved | None:
+        """Each retriever's candidates (None: nothing indexed in scope). Call with the store lock held."""
+        top_k = request.top_k or self.settings.top_k
+        limit = max(self.settings.candidates, top_k)  # items wanted from each retriever
+        coll_ids = self._collection_ids(request.filters.collections)
+        result.chunks_in_index = self._scope_size(coll_ids)
+        if result.chunks_in_index == 0:
+            return None
+        got = Retrieved()
+        terms = keyword.parse_terms(request.query)
+        if request.mode in ("hybrid", "keyword"):
+            self._keyword(terms, request.filters, coll_ids, limit, result, got)
+        if request.mode in ("hybrid", "semantic"):
+            self._vector(request.query, request.filters, coll_ids, limit * CHUNK_DEPTH, result, got)
+        got.item_of = self._items_of([c for ids in got.chunk_rankings.values() for c in ids])
+        for name, ids in got.chunk_rankings.items():
+            got.item_rankings[name] = item_ranking(ids, got.item_of)[:limit]
+        return got
+
+    def fuse(self, got: Retrieved, result: SearchResult | None = None) -> list[FusedItem]:
+        """Distinct items by RRF, exact rare-term matches first."""
+        pinned = sorted(got.exact, key=lambda i: -len(got.exact[i]))
+        if result is not None:
+            result.exact_terms = sorted({t for ts in got.exact.values() for t in ts})
+        return fuse_items(got.item_rankings, got.chunk_rankings, got.item_of, self.weights, self.chunk_weights,
+                          self.settings.rrf_k, pinned)
 
     def _collection_ids(self, names: tuple[str, ...]) -> tuple[int, ...]:
         ids = []
@@ -103,15 +174,34 @@ class SearchEngine:
         sql = f"SELECT count(*) FROM chunks WHERE collection_id IN ({marks})"
         return self.store.conn.execute(sql, coll_ids).fetchone()[0]
 
-    def _keyword(self, terms, filters: Filters, coll_ids, limit: int, result: SearchResult) -> list[int]:
-        mode = result.request.mode
+    def _items_of(self, chunk_ids: list[int]) -> dict[int, int]:
+        if not chunk_ids:
+            return {}
+        rows = self.store.conn.execute("SELECT id, item_id FROM chunks WHERE id IN (SELECT value FROM json_each(?))",
+                                       (json.dumps(list(set(chunk_ids))),))
+        return dict(rows.fetchall())
+
+    def _keyword(self, terms, filters: Filters, coll_ids, limit: int, result: SearchResult, got: Retrieved) -> None:
         t0 = time.perf_counter()
-        n_total = result.chunks_in_index if not coll_ids else self._scope_size(())
-        if n_total != self._df_cache_size:  # document frequencies are only valid for one index state
-            self._df_cache, self._df_cache_size = {}, n_total
-        where = build_where(filters, coll_ids)
         conn = self.store.conn
-        hybrid = mode == "hybrid"
+        n_chunks = result.chunks_in_index if not coll_ids else self._scope_size(())
+        if n_chunks != self._df_cache_size:  # document frequencies are only valid for one index state
+            self._df_cache, self._df_cache_size = {}, n_chunks
+        where = build_where(filters, coll_ids)
+        hybrid = result.request.mode == "hybrid"
+        run = self._keyword_chunks(terms, where, limit * CHUNK_DEPTH, n_chunks, hybrid)
+        result.keyword_expression, result.keyword_dropped = run.expression, run.dropped
+        got.chunk_rankings["keyword_chunks"] = run.ids
+        n_items = conn.execute("SELECT count(*) FROM items").fetchone()[0]
+        items = keyword.search(conn, terms, where, limit, n_items, self._df_cache, may_skip=hybrid, table=keyword.ITEMS)
+        got.item_rankings["keyword"] = items.ids
+        got.item_bm25 = dict(zip(items.ids, items.scores))
+        if self.settings.exact_max_items:
+            got.exact = keyword.exact_items(conn, terms, where, self.settings.exact_max_items)
+        result.timings_ms["keyword"] = _ms(t0)
+
+    def _keyword_chunks(self, terms, where: SqlFilter, limit: int, n_total: int, hybrid: bool) -> keyword.KeywordRun:
+        conn = self.store.conn
         wanted = limit if where.empty else limit * KEYWORD_OVERFETCH
         run = keyword.search(conn, terms, NO_FILTER, wanted, n_total, self._df_cache, may_skip=hybrid)
         if not where.empty:
@@ -120,70 +210,146 @@ class SearchEngine:
                 run.ids = [i for i in run.ids if i in passed]
             else:  # too few of the unfiltered best pass: filter inside the FTS query itself
                 run = keyword.search(conn, terms, where, limit, n_total, self._df_cache, may_skip=hybrid)
-        result.keyword_expression, result.keyword_dropped = run.expression, run.dropped
-        result.timings_ms["keyword"] = _ms(t0)
-        return run.ids[:limit]
+        run.ids = run.ids[:limit]
+        return run
 
-    def _vector(self, query: str, filters: Filters, coll_ids, limit: int, result: SearchResult) -> list[int]:
+    def _vector(self, query: str, filters: Filters, coll_ids, limit: int, result: SearchResult, got: Retrieved) -> None:
+        """The nearest chunks, widened until they cover `limit` distinct items (or the scope runs out)."""
         recorded = recorded_embedder(self.store.conn)
         if recorded is None or self.embedder is None:
-            return []
+            return
         check_embedder(self.store.conn, self.embedder.id, self.embedder.dimensions, self.store.path)
         t0 = time.perf_counter()
         qvec = self.embedder.embed_query(query)
+        got.query_vector = qvec
         result.timings_ms["embed_query"] = _ms(t0)
         t0 = time.perf_counter()
-        conn, scope = self.store.conn, result.chunks_in_index
+        depth = limit * CHUNK_DEPTH
+        while True:
+            rows, exact = self._knn(qvec, filters, coll_ids, depth, result.chunks_in_index)
+            if len(rows) < depth or depth >= MAX_CHUNK_CANDIDATES:
+                break
+            if len(set(self._items_of([cid for cid, _ in rows]).values())) >= limit:
+                break
+            depth = min(depth * 3, MAX_CHUNK_CANDIDATES)  # chunks of few items crowd the list: look further
+        got.chunk_rankings["vector"] = [cid for cid, _ in rows]
+        got.chunk_distance = dict(rows)
+        result.vector_plan = "exact" if exact else "binary+rescore"
+        result.timings_ms["vector"] = _ms(t0)
+
+    def _knn(self, qvec, filters: Filters, coll_ids, limit: int, scope: int) -> tuple[list[tuple[int, float]], bool]:
+        """(chunk id, distance) of the `limit` nearest chunks passing the filters, and whether the KNN was exact."""
+        conn = self.store.conn
         rest = build_where(filters.without_collections())
         vplan = vector.plan(qvec, limit, scope, coll_ids, NO_FILTER, overfetch=1 if rest.empty else OVERFETCH)
         rows = vector.run(conn, qvec, vplan, vplan.k if not rest.empty else limit)
-        ids = [cid for cid, _ in rows]
         if not rest.empty:
-            ok = passing(conn, ids, rest)
-            ids = [i for i in ids if i in ok]
-            rate = len(ids) / max(len(rows), 1)
-            if len(ids) < limit and len(rows) >= vplan.k and rate >= MIN_PASS_RATE:
+            ok = passing(conn, [cid for cid, _ in rows], rest)
+            kept = [r for r in rows if r[0] in ok]
+            rate = len(kept) / max(len(rows), 1)
+            if len(kept) < limit and len(rows) >= vplan.k and rate >= MIN_PASS_RATE:
                 # a fair share passes: a wider unfiltered KNN sized by that share usually suffices
-                vplan = vector.plan(qvec, limit, scope, coll_ids, NO_FILTER, k=int(vplan.k * limit / max(len(ids), 1) * 1.5))
+                k = min(int(vplan.k * limit / max(len(kept), 1) * 1.5), vector.MAX_K)
+                vplan = vector.plan(qvec, limit, scope, coll_ids, NO_FILTER, k=k)
                 rows = vector.run(conn, qvec, vplan, vplan.k)
-                wider = [cid for cid, _ in rows]
-                ok = passing(conn, wider, rest)
-                ids = [i for i in wider if i in ok]
-            if len(ids) < limit and len(rows) >= vplan.k:  # too few pass: filter inside the KNN itself
+                ok = passing(conn, [cid for cid, _ in rows], rest)
+                kept = [r for r in rows if r[0] in ok]
+            if len(kept) < limit and len(rows) >= vplan.k:  # too few pass: filter inside the KNN itself
                 vplan = vector.plan(qvec, limit, scope, coll_ids, rest)
-                ids = [cid for cid, _ in vector.run(conn, qvec, vplan, limit)]
-        result.vector_plan = "exact" if vplan.exact else "binary+rescore"
-        result.timings_ms["vector"] = _ms(t0)
-        return ids[:limit]
+                kept = vector.run(conn, qvec, vplan, limit)
+            rows = kept
+        return rows[:limit], vplan.exact
 
-    def _hydrate(self, fused, pattern) -> list[Hit]:
-        if not fused:
-            return []
-        ids = [f.chunk_id for f in fused]
-        marks = ",".join("?" * len(ids))
+    # -- rerank, chunks, hits -----------------------------------------------------------------
+
+    def _rerank(self, request: SearchRequest, items: list[FusedItem], got: Retrieved,
+                result: SearchResult) -> list[FusedItem]:
+        reranker = self.reranker or (FeatureReranker() if request.rerank else None)  # --rerank with it off
+        if reranker is None or request.rerank is False or request.mode != "hybrid" or not items:
+            return items
+        t0 = time.perf_counter()
+        head = items[: self.settings.rerank_top]
+        self._choose_chunks(head, keyword.parse_terms(request.query), request.filters, result)
+        texts = self._texts([i.chunk_id for i in head if i.chunk_id is not None])
+        candidates = [Candidate.of(i, got, texts.get(i.chunk_id, ("", ""))) for i in head]
+        order, scores, note = apply_rerank(reranker, request.query, candidates, got,
+                                           self.settings.rerank_budget_ms / 1000, self.store)
+        for item, score in zip(head, scores):
+            item.rerank_score = score
+        result.reranker, result.rerank_note = reranker.id, note
+        reranked = [head[n] for n in order] + items[len(head):]
+        result.timings_ms["rerank"] = _ms(t0)
+        return reranked
+
+    def _texts(self, chunk_ids: list[int]) -> dict[int, tuple[str, str]]:
+        if not chunk_ids:
+            return {}
+        rows = self.store.conn.execute("SELECT id, title, text FROM chunks WHERE id IN (SELECT value FROM json_each(?))",
+                                       (json.dumps(chunk_ids),))
+        return {r[0]: (r[1], r[2]) for r in rows}
+
+    def _choose_chunks(self, items: list[FusedItem], terms, filters: Filters, result: SearchResult) -> None:
+        """A chunk for items that only the whole-item index found: their best chunk by BM25, else the first."""
+        todo = [i for i in items if i.chunk_id is None]
+        if not todo:
+            return
+        expr = result.keyword_expression or keyword.match_expression(terms)
+        best = keyword.best_chunks(self.store.conn, [i.item_id for i in todo], expr, build_where(filters))
+        for item in todo:
+            item.chunk_id = best.get(item.item_id)
+
+    def _item_hits(self, items: list[FusedItem], pattern) -> list[Hit]:
+        ids = [i.chunk_id for i in items if i.chunk_id is not None]
+        others = {i.item_id: i.others[:MAX_SECTIONS] for i in items}
+        rows = self._rows(ids + [c for cs in others.values() for c in cs])
+        hits = []
+        for item in items:
+            r = rows.get(item.chunk_id)
+            if r is None:  # deleted between retrieval and fetch
+                continue
+            sections = tuple(_section(rows[c]) for c in others[item.item_id] if c in rows)
+            hits.append(_hit(r, pattern, item.score, item.chunk_ranks, item.ranks, sections, item.rerank_score))
+        return hits
+
+    def _chunk_hits(self, fused: list[Fused], got: Retrieved, pattern) -> list[Hit]:
+        rows = self._rows([f.id for f in fused])
+        item_rank = {name: {item: n for n, item in enumerate(ids, start=1)} for name, ids in got.item_rankings.items()}
+        hits = []
+        for f in fused:
+            r = rows.get(f.id)
+            if r is None:
+                continue
+            ranks = {name: ranks[r[1]] for name, ranks in item_rank.items() if r[1] in ranks}
+            hits.append(_hit(r, pattern, f.score, f.ranks, ranks, (), None))
+        return hits
+
+    def _rows(self, chunk_ids: list[int]) -> dict[int, tuple]:
+        if not chunk_ids:
+            return {}
         rows = self.store.conn.execute(
             "SELECT c.id, c.item_id, coll.name, i.source_type, i.key, i.uri, c.title, c.text, c.idx, "
             "c.heading_path, c.page, c.ts, c.author, c.tags, c.metadata FROM chunks c "
             "JOIN items i ON i.id = c.item_id JOIN collections coll ON coll.id = c.collection_id "
-            f"WHERE c.id IN ({marks})",
-            ids,
+            "WHERE c.id IN (SELECT value FROM json_each(?))",
+            (json.dumps(list(dict.fromkeys(chunk_ids))),),
         ).fetchall()
-        by_id = {r[0]: r for r in rows}
-        hits = []
-        for f in fused:
-            r = by_id.get(f.chunk_id)
-            if r is None:  # deleted between retrieval and fetch
-                continue
-            hits.append(
-                Hit(
-                    chunk_id=r[0], item_id=r[1], collection=r[2], source_type=r[3], key=r[4], uri=r[5],
-                    title=r[6], text=r[7], snippet=snippet(chunk_body(r[7], r[6]), pattern), chunk_index=r[8],
-                    heading_path=tuple(json.loads(r[9])), page=r[10], ts=r[11], author=r[12],
-                    tags=tuple(json.loads(r[13])), metadata=json.loads(r[14]), score=f.score,
-                    vector_rank=f.ranks.get("vector"), keyword_rank=f.ranks.get("keyword"),
-                )
-            )
-        return hits
+        return {r[0]: r for r in rows}
+
+
+def _hit(r: tuple, pattern, score: float, chunk_ranks: dict[str, int], item_ranks: dict[str, int],
+         sections: tuple, rerank_score: float | None) -> Hit:
+    return Hit(
+        chunk_id=r[0], item_id=r[1], collection=r[2], source_type=r[3], key=r[4], uri=r[5],
+        title=r[6], text=r[7], snippet=snippet(chunk_body(r[7], r[6]), pattern), chunk_index=r[8],
+        heading_path=tuple(json.loads(r[9])), page=r[10], ts=r[11], author=r[12],
+        tags=tuple(json.loads(r[13])), metadata=json.loads(r[14]), score=score,
+        vector_rank=chunk_ranks.get("vector"), keyword_rank=chunk_ranks.get("keyword_chunks"),
+        item_ranks=dict(item_ranks), sections=sections, rerank_score=rerank_score,
+    )
+
+
+def _section(r: tuple) -> dict:
+    return {"chunk_index": r[8], "heading": " > ".join(json.loads(r[9])) or None, "page": r[10]}
 
 
 def _ms(t0: float) -> float:

@@ -1,4 +1,9 @@
-"""Reciprocal Rank Fusion: score(d) = sum over retrievers r of weight_r / (k + rank_r(d))."""
+"""Reciprocal Rank Fusion: score(d) = sum over retrievers r of weight_r / (k + rank_r(d)).
+
+Results are items, not fragments: each retriever's chunk ranking becomes an item ranking (an item takes
+the rank of its best chunk), the whole-item keyword ranking joins them, and RRF fuses the item rankings.
+The chunk shown for an item is its best chunk by the same fusion over the chunk rankings.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +12,13 @@ from dataclasses import dataclass, field
 
 @dataclass
 class Fused:
-    chunk_id: int
+    id: int  # a chunk id or an item id, whichever the rankings hold
     score: float = 0.0
     ranks: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def chunk_id(self) -> int:
+        return self.id
 
 
 def rrf(rankings: dict[str, list[int]], weights: dict[str, float], k: int = 60) -> list[Fused]:
@@ -17,8 +26,66 @@ def rrf(rankings: dict[str, list[int]], weights: dict[str, float], k: int = 60) 
     fused: dict[int, Fused] = {}
     for name, ids in rankings.items():
         weight = weights.get(name, 1.0)
-        for rank, chunk_id in enumerate(ids, start=1):
-            entry = fused.setdefault(chunk_id, Fused(chunk_id))
+        if weight <= 0:
+            continue
+        for rank, id_ in enumerate(ids, start=1):
+            entry = fused.setdefault(id_, Fused(id_))
             entry.score += weight / (k + rank)
             entry.ranks[name] = rank
-    return sorted(fused.values(), key=lambda f: (-f.score, min(f.ranks.values()), f.chunk_id))
+    return sorted(fused.values(), key=lambda f: (-f.score, min(f.ranks.values()), f.id))
+
+
+def item_ranking(chunk_ids: list[int], item_of: dict[int, int]) -> list[int]:
+    """Items in the order of their best chunk."""
+    return list(dict.fromkeys(item_of[c] for c in chunk_ids if c in item_of))
+
+
+@dataclass
+class FusedItem:
+    """One item of the fused ranking, with the chunk that represents it and its other matching chunks."""
+
+    item_id: int
+    score: float
+    ranks: dict[str, int]  # item rank per retriever
+    chunk_id: int | None = None  # best chunk (None: only the whole-item index found it; chosen later)
+    chunk_ranks: dict[str, int] = field(default_factory=dict)
+    others: list[int] = field(default_factory=list)  # other matching chunks, best first
+    rerank_score: float | None = None
+
+
+def fuse_items(item_rankings: dict[str, list[int]], chunk_rankings: dict[str, list[int]], item_of: dict[int, int],
+               weights: dict[str, float], chunk_weights: dict[str, float], k: int,
+               pinned: list[int] = ()) -> list[FusedItem]:
+    """Items by RRF over the item rankings; each with its chunks ordered by RRF over the chunk rankings.
+
+    pinned: items that go first, in this order (exact rare-term matches, see engine).
+    """
+    chunks = rrf(chunk_rankings, chunk_weights, k)
+    by_item: dict[int, list] = {}
+    for f in chunks:
+        if f.id in item_of:
+            by_item.setdefault(item_of[f.id], []).append(f)
+    out = []
+    for f in rrf(item_rankings, weights, k):
+        mine = by_item.get(f.id, [])
+        best = mine[0] if mine else None
+        out.append(FusedItem(f.id, f.score, f.ranks, best.id if best else None, best.ranks if best else {},
+                             [c.id for c in mine[1:]]))
+    if pinned:
+        order = {item: n for n, item in enumerate(pinned)}
+        out.sort(key=lambda x: order.get(x.item_id, len(order)))  # stable: the rest keep their fused order
+    return out
+
+
+def fuse_chunks(chunk_rankings: dict[str, list[int]], item_rankings: dict[str, list[int]], item_of: dict[int, int],
+                weights: dict[str, float], k: int) -> list[Fused]:
+    """Chunks by RRF (chunk-level results): a chunk also earns its item's whole-item keyword rank."""
+    rankings = dict(chunk_rankings)
+    for name, items in item_rankings.items():
+        if name in rankings or weights.get(name, 1.0) <= 0:
+            continue
+        rank_of = {item: r for r, item in enumerate(items, start=1)}
+        candidates = dict.fromkeys(c for ids in chunk_rankings.values() for c in ids)
+        scored = sorted((rank_of[item_of[c]], c) for c in candidates if item_of.get(c) in rank_of)
+        rankings[name] = [c for _, c in scored]
+    return rrf(rankings, weights, k)

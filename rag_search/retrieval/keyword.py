@@ -4,7 +4,11 @@ User text never reaches MATCH raw. Words become quoted terms joined with OR (nat
 queries need OR; FTS5's bare-word default is AND); stopwords are dropped when other words remain.
 Quoted "exact phrases" stay phrases; identifiers such as kube-proxy, snake_case_name or
 INV-2024-0042 become phrases of their parts, so they match only in sequence; a trailing * asks
-for a prefix.
+for a prefix. A camelCase word also matches its split form (parseConfig OR "parse config"), which
+code chunks hold as keywords (identifiers.py): parseConfig, parse_config and "parse config" meet.
+
+Two indexes answer the same expression: chunks_fts (passages) and items_fts (each item's whole text,
+so a query whose words fall into different chunks of one item still matches it as a whole).
 
 On large indexes, words that occur in very many chunks (a corpus-specific stopword list) are dropped
 from the OR when rarer words are present: they add almost nothing to BM25 yet make FTS5 score most
@@ -18,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rag_search.retrieval.filters import SqlFilter
+from rag_search.retrieval.identifiers import is_mixed_case, split_identifier
 
 STOPWORDS = frozenset(
     """a about above after again against all am an and any are as at be because been before being below
@@ -39,10 +44,13 @@ class Term:
     text: str  # the words of the term, space-joined, lower-case
     phrase: bool = False  # several words that must appear in order
     prefix: bool = False
+    split: str | None = None  # a mixed-case identifier's words (parseConfig → "parse config"), matched as well
 
     def fts(self) -> str:
-        quoted = '"' + self.text.replace('"', '""') + '"'
-        return quoted + ("*" if self.prefix else "")
+        quoted = '"' + self.text.replace('"', '""') + '"' + ("*" if self.prefix else "")
+        if not self.split:
+            return quoted
+        return f'({quoted} OR "{self.split}"{"*" if self.prefix else ""})'
 
 
 def parse_terms(query: str) -> list[Term]:
@@ -59,9 +67,16 @@ def parse_terms(query: str) -> list[Term]:
         words = _WORD.findall(token.rstrip("*").lower())
         if not words:
             continue
-        terms.append(Term(" ".join(words), phrase=len(words) > 1, prefix=prefix))
+        terms.append(Term(" ".join(words), phrase=len(words) > 1, prefix=prefix, split=_split(token.rstrip("*"))))
     meaningful = [t for t in terms if t.phrase or t.prefix or t.text not in STOPWORDS]
     return list(dict.fromkeys(meaningful or terms))
+
+
+def _split(token: str) -> str | None:
+    """parseConfig → "parse config" (its chunks' keywords hold that form; see identifiers.py); else None."""
+    if not is_mixed_case(token):
+        return None
+    return " ".join(split_identifier(token)) or None
 
 
 def match_expression(terms: list[Term]) -> str | None:
@@ -75,19 +90,24 @@ COMMON_FRACTION = 0.05  # ... and in more than this share of all chunks
 UNRANKABLE_FRACTION = 0.2  # all-common words matching more than this share: no keyword ranking in hybrid
 
 
+CHUNKS, ITEMS = "chunks_fts", "items_fts"
+
+
 @dataclass
 class KeywordRun:
-    ids: list[int] = field(default_factory=list)
+    ids: list[int] = field(default_factory=list)  # chunk ids (chunks_fts) or item ids (items_fts), best first
     expression: str | None = None
     dropped: list[str] = field(default_factory=list)  # common words left out of the MATCH
+    scores: list[float] = field(default_factory=list)  # BM25 per id (FTS5 rank: lower is better)
 
 
 def search(conn: Any, terms: list[Term], where: SqlFilter, limit: int, n_total: int,
-           df_cache: dict[str, int], may_skip: bool = False) -> KeywordRun:
-    """Chunk ids best first for the terms, with common words pruned on large indexes.
+           df_cache: dict[str, int], may_skip: bool = False, table: str = CHUNKS) -> KeywordRun:
+    """Ids best first for the terms, with common words pruned on large indexes.
 
+    table: chunks_fts (chunk ids; n_total = chunks) or items_fts (item ids; n_total = items).
     may_skip (hybrid search): when every word is common and together they still match more than
-    UNRANKABLE_FRACTION of the index (estimated), BM25 cannot tell those chunks apart — the keyword
+    UNRANKABLE_FRACTION of the index (estimated), BM25 cannot tell those rows apart — the keyword
     side is skipped and the vector side carries the query.
     """
     run = KeywordRun()
@@ -96,38 +116,104 @@ def search(conn: Any, terms: list[Term], where: SqlFilter, limit: int, n_total: 
     threshold = max(COMMON_MIN_DOCS, COMMON_FRACTION * n_total)
     common = []
     if n_total > COMMON_MIN_DOCS:
-        common = [t for t in terms if not (t.phrase or t.prefix) and _df(conn, t, df_cache) > threshold]
+        common = [t for t in terms if not (t.phrase or t.prefix) and _df(conn, t, df_cache, table) > threshold]
     rare = [t for t in terms if t not in common]
-    sql = keyword_sql(where)
+    sql = keyword_sql(where, table)
     if rare:
         run.expression, run.dropped = match_expression(rare), [t.text for t in common]
     else:
         share = 1.0
         for t in common:
-            share *= df_cache[t.text] / n_total
+            share *= df_cache[_df_key(t, table)] / n_total
         if may_skip and share > UNRANKABLE_FRACTION:
             run.dropped = [t.text for t in common]
             return run
         run.expression = " AND ".join(t.fts() for t in common)
-        run.ids = [r[0] for r in conn.execute(sql, (run.expression, *where.params, limit))]
+        _fill(run, conn.execute(sql, (run.expression, *where.params, limit)))
         if len(run.ids) >= limit:
             return run
         run.expression = match_expression(terms)
-    run.ids = [r[0] for r in conn.execute(sql, (run.expression, *where.params, limit))]
+    _fill(run, conn.execute(sql, (run.expression, *where.params, limit)))
     return run
 
 
-def _df(conn: Any, term: Term, cache: dict[str, int]) -> int:
-    if term.text not in cache:
-        cache[term.text] = conn.execute("SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?", (term.fts(),)).fetchone()[0]
-    return cache[term.text]
+def _fill(run: KeywordRun, rows) -> None:
+    rows = rows.fetchall()
+    run.ids, run.scores = [r[0] for r in rows], [r[1] for r in rows]
 
 
-def keyword_sql(where: SqlFilter) -> str:
-    """Chunk ids by BM25 (title weighted 2x, set as the table's rank) for `MATCH ?` and the filters."""
+def _df_key(term: Term, table: str) -> str:
+    return term.text if table == CHUNKS else f"{table}:{term.text}"
+
+
+def _df(conn: Any, term: Term, cache: dict[str, int], table: str = CHUNKS) -> int:
+    key = _df_key(term, table)
+    if key not in cache:
+        cache[key] = conn.execute(f"SELECT count(*) FROM {table} WHERE {table} MATCH ?", (term.fts(),)).fetchone()[0]
+    return cache[key]
+
+
+def item_frequencies(conn: Any, terms: list[Term], cache: dict[str, int]) -> dict[str, int]:
+    """How many items hold each term (whole-item index), cached like the chunk frequencies."""
+    return {t.text: _df(conn, t, cache, ITEMS) for t in terms}
+
+
+def keyword_sql(where: SqlFilter, table: str = CHUNKS) -> str:
+    """Ids by BM25 (title weighted 2x, set as the table's rank) for `MATCH ?` and the filters.
+
+    An item passes the filters when one of its chunks does.
+    """
+    if table == ITEMS:
+        cond = "" if where.empty else (
+            " AND items_fts.rowid IN (SELECT c.item_id FROM chunks c JOIN items i ON i.id = c.item_id "
+            f"WHERE {where.sql})")
+        return (f"SELECT items_fts.rowid, items_fts.rank FROM items_fts WHERE items_fts MATCH ?{cond} "
+                "ORDER BY items_fts.rank LIMIT ?")
     joins = "" if where.empty else " JOIN chunks c ON c.id = chunks_fts.rowid JOIN items i ON i.id = c.item_id"
     cond = "" if where.empty else f" AND {where.sql}"
     return (
         f"SELECT chunks_fts.rowid, chunks_fts.rank FROM chunks_fts{joins} "
         f"WHERE chunks_fts MATCH ?{cond} ORDER BY chunks_fts.rank LIMIT ?"
     )
+
+
+def exact_items(conn: Any, terms: list[Term], where: SqlFilter, max_items: int) -> dict[int, list[str]]:
+    """Items holding a query term that at most `max_items` items (in scope) hold: exact rare-term matches.
+
+    An identifier or rare word found in one note is what the user is after, whatever the vector side says.
+    Each lookup stops after max_items + 1 rows, so common terms cost nothing.
+    """
+    out: dict[int, list[str]] = {}
+    sql = keyword_sql(where, ITEMS)
+    for t in terms:
+        if t.prefix or (t.text in STOPWORDS and not t.phrase):
+            continue
+        ids = [r[0] for r in conn.execute(sql, (t.fts(), *where.params, max_items + 1))]
+        if 0 < len(ids) <= max_items:
+            for item in ids:
+                out.setdefault(item, []).append(t.text)
+    return out
+
+
+def best_chunks(conn: Any, item_ids: list[int], expression: str | None, where: SqlFilter) -> dict[int, int]:
+    """Per item, its chunk that best matches the expression (BM25), else its first chunk passing the filters."""
+    import json
+
+    out: dict[int, int] = {}
+    cond = "" if where.empty else f" AND {where.sql}"
+    items = json.dumps(item_ids)
+    if expression:
+        rows = conn.execute(
+            "SELECT c.item_id, chunks_fts.rowid FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid "
+            "JOIN items i ON i.id = c.item_id WHERE chunks_fts MATCH ? AND c.item_id IN (SELECT value FROM json_each(?))"
+            f"{cond} ORDER BY chunks_fts.rank", (expression, items, *where.params))
+        for item, chunk in rows:
+            out.setdefault(item, chunk)
+    rest = [i for i in item_ids if i not in out]
+    if rest:
+        rows = conn.execute(
+            "SELECT c.item_id, min(c.idx), c.id FROM chunks c JOIN items i ON i.id = c.item_id "
+            f"WHERE c.item_id IN (SELECT value FROM json_each(?)){cond} GROUP BY c.item_id",
+            (json.dumps(rest), *where.params))
+        out.update({item: chunk for item, _, chunk in rows})
+    return out

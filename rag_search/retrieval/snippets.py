@@ -6,6 +6,27 @@ import re
 
 MARK_OPEN, MARK_CLOSE = "**", "**"
 _SUFFIXES = ("ing", "ed", "es", "s", "ly")
+# Markdown the snippet shows as plain text, so that only the match marks are '**': emphasis pairs
+# (***bi***, **b**, *i*, _i_, ==h==, ~~s~~; not inside words, so a*b*c, 2**3 and snake_case stay, and
+# not __x__, which is Python's __init__ more often than bold), heading and fence marker lines, and a '**'
+# cut off at the start or end of the text. Inline `code` is kept as written.
+_EMPHASIS = [re.compile(rf"(?<![\w{c}\\]){m}(?![\s{c}])([^\n]+?)(?<![\s{c}\\]){m}(?![\w{c}])")
+             for m, c in ((r"\*\*\*", r"\*"), (r"\*\*", r"\*"), (r"\*", r"\*"), ("_", "_"), ("==", "="), ("~~", "~"))]
+_STRAY_CLOSE = re.compile(r"^([^*\n]*\w)\*\*(?![\w*])")  # the text starts inside **bold**
+_STRAY_OPEN = re.compile(r"(?<![\w*])\*\*(?=\w[^*()=\n]*$)")  # ... or ends inside it (not code's **kwargs)
+_HEADING_MARK = re.compile(r"^[ \t]*#{1,6}[ \t]+", re.MULTILINE)
+_FENCE_LINE = re.compile(r"^[ \t]*(?:`{3,}|~{3,})[^`\n]*$", re.MULTILINE)
+_CODE_SPAN = re.compile(r"(`[^`\n]*`)")
+
+
+def plain(text: str) -> str:
+    """The text without Markdown markup that would show as stray characters in a snippet."""
+    text = _FENCE_LINE.sub("", _HEADING_MARK.sub("", text))
+    parts = _CODE_SPAN.split(text)
+    for i in range(0, len(parts), 2):  # the even parts are outside `code`
+        for emphasis in _EMPHASIS:
+            parts[i] = emphasis.sub(r"\1", parts[i])
+    return _STRAY_OPEN.sub("", _STRAY_CLOSE.sub(r"\1", "".join(parts)))
 
 
 def _stem(word: str) -> str:
@@ -26,8 +47,8 @@ def term_pattern(words: list[str]) -> re.Pattern | None:
 
 
 def snippet(text: str, pattern: re.Pattern | None, width: int = 280) -> str:
-    """The window of about `width` characters holding the most matches, matches marked."""
-    flat = " ".join(text.split())
+    """The window of about `width` characters holding the most matches, matches marked; Markdown markup removed."""
+    flat = " ".join(plain(text).split())
     if len(flat) <= width and pattern is None:
         return flat
     start = 0

@@ -21,6 +21,7 @@ from rag_search.store.vectors import as_blob, fetch_vectors
 EXACT_SCOPE_LIMIT = 20_000  # up to this many chunks in scope, KNN is exact over float vectors
 COARSE_FACTOR = 2  # binary candidates per wanted result, before rescoring (see bench/vector_recall.py)
 COARSE_MIN = 100
+MAX_K = 4096  # sqlite-vec's largest k
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,7 @@ def plan(query: np.ndarray, limit: int, scope_size: int, collection_ids: tuple[i
     `overfetch` widens an exact search; a binary search already returns all its coarse candidates rescored.
     """
     exact = scope_size <= EXACT_SCOPE_LIMIT
-    k = k or (limit * overfetch if exact else max(limit * COARSE_FACTOR, COARSE_MIN))
+    k = min(k or (limit * overfetch if exact else max(limit * COARSE_FACTOR, COARSE_MIN)), MAX_K)
     blob = as_blob(query)
     if exact:
         match, params = "v.embedding MATCH ?", [blob]

@@ -9,6 +9,44 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
+# An item's text for items_fts, from its chunks: each chunk without the item title that opens its context
+# line (headings stay), in order. One definition for the backfill and for every write.
+ITEM_TEXT_SQL = (
+    "SELECT i.id, i.title, group_concat(CASE WHEN c.title != '' AND substr(c.text, 1, length(c.title)) = c.title "
+    "THEN substr(c.text, length(c.title) + 1) ELSE c.text END || CHUNK_KEYWORDS, char(10) ORDER BY c.idx) "
+    "FROM items i JOIN chunks c ON c.item_id = i.id WHERE {where} GROUP BY i.id"
+)
+
+# 0005_code_terms: a chunk's keywords (split code identifiers, never shown) are indexed with its text:
+# a third column of chunks_fts (weighted below the text, so an exact identifier ranks first), and appended
+# to the item's text in items_fts.
+CHUNK_KEYWORDS_SQL = "CASE WHEN c.keywords = '' THEN '' ELSE char(10) || c.keywords END"
+ITEM_TEXT_SQL = ITEM_TEXT_SQL.replace("CHUNK_KEYWORDS", CHUNK_KEYWORDS_SQL)
+CODE_TERMS_SQL = """
+        ALTER TABLE chunks ADD COLUMN keywords TEXT NOT NULL DEFAULT '';
+        DROP TRIGGER chunks_fts_insert;
+        DROP TRIGGER chunks_fts_delete;
+        DROP TRIGGER chunks_fts_update;
+        DROP TABLE chunks_fts;
+        CREATE VIRTUAL TABLE chunks_fts USING fts5(
+            title, text, keywords, content='chunks', content_rowid='id', tokenize='porter unicode61'
+        );
+        INSERT INTO chunks_fts(chunks_fts, rank) VALUES ('rank', 'bm25(2.0, 1.0, 0.5)');
+        INSERT INTO chunks_fts(chunks_fts) VALUES ('rebuild');
+        CREATE TRIGGER chunks_fts_insert AFTER INSERT ON chunks BEGIN
+            INSERT INTO chunks_fts(rowid, title, text, keywords) VALUES (new.id, new.title, new.text, new.keywords);
+        END;
+        CREATE TRIGGER chunks_fts_delete AFTER DELETE ON chunks BEGIN
+            INSERT INTO chunks_fts(chunks_fts, rowid, title, text, keywords)
+                VALUES ('delete', old.id, old.title, old.text, old.keywords);
+        END;
+        CREATE TRIGGER chunks_fts_update AFTER UPDATE OF title, text, keywords ON chunks BEGIN
+            INSERT INTO chunks_fts(chunks_fts, rowid, title, text, keywords)
+                VALUES ('delete', old.id, old.title, old.text, old.keywords);
+            INSERT INTO chunks_fts(rowid, title, text, keywords) VALUES (new.id, new.title, new.text, new.keywords);
+        END;
+"""
+
 MIGRATIONS: list[tuple[str, str]] = [
     (
         "0001_core_tables",
@@ -129,6 +167,35 @@ MIGRATIONS: list[tuple[str, str]] = [
             seconds       REAL,
             error         TEXT,
             PRIMARY KEY (collection_id, source)
+        );
+        """,
+    ),
+    ("0005_code_terms", CODE_TERMS_SQL),
+    (
+        "0006_item_fts",
+        """
+        -- Whole-item keyword index: BM25 over an item's full text, so terms split across chunks still
+        -- match together. Contentless (the text lives in chunks); rowid = items.id. Written with the item's
+        -- chunks in the same transaction (rag_search.store.writes.replace_item), removed with the item.
+        CREATE VIRTUAL TABLE items_fts USING fts5(
+            title, text, content='', contentless_delete=1, tokenize='porter unicode61'
+        );
+        INSERT INTO items_fts(items_fts, rank) VALUES ('rank', 'bm25(2.0, 1.0)');
+        CREATE TRIGGER items_fts_delete AFTER DELETE ON items BEGIN
+            DELETE FROM items_fts WHERE rowid = old.id;
+        END;
+        INSERT INTO items_fts(rowid, title, text) ITEM_TEXT_SQL;
+        """.replace("ITEM_TEXT_SQL", ITEM_TEXT_SQL.format(where="1")),
+    ),
+    (
+        "0007_item_texts",
+        """
+        -- An item's text as written (a note's Markdown: heading levels, link syntax, code), stored when it is
+        -- indexed so rag_get_document answers from the index alone, even with the source unmounted or gone.
+        -- Items indexed before this migration have no row; their text is rebuilt from chunks until re-indexed.
+        CREATE TABLE item_texts (
+            item_id INTEGER PRIMARY KEY REFERENCES items(id) ON DELETE CASCADE,
+            text    TEXT NOT NULL
         );
         """,
     ),

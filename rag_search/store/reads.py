@@ -226,7 +226,11 @@ def find_item(store: Store, path_or_id: str, collection: str | None = None) -> t
 
 
 def get_document(store: Store, path_or_id: str, collection: str | None = None) -> dict[str, Any]:
-    """The full text of one indexed item, rebuilt from its chunks (context lines and overlaps removed)."""
+    """One indexed item with its full text as written (stored at indexing; the source is not read).
+
+    Items indexed before texts were stored get their text rebuilt from chunks (context lines and overlaps
+    removed) until they are re-indexed.
+    """
     item_id, coll = find_item(store, path_or_id, collection)
     row = store.conn.execute(
         "SELECT key, uri, title, source_type, status, indexed_at FROM items WHERE id = ?", (item_id,)
@@ -235,14 +239,15 @@ def get_document(store: Store, path_or_id: str, collection: str | None = None) -
         "SELECT text, title, heading_path, page, ts, tags, metadata FROM chunks WHERE item_id = ? ORDER BY idx",
         (item_id,),
     ).fetchall()
-    bodies = [chunk_body(text, title) for text, title, *_ in chunks]
+    stored = store.conn.execute("SELECT text FROM item_texts WHERE item_id = ?", (item_id,)).fetchone()
+    text = stored[0] if stored else _join_without_overlap([chunk_body(text, title) for text, title, *_ in chunks])
     first = chunks[0] if chunks else None
     return {
         "item_id": item_id, "collection": coll, "key": row[0], "uri": row[1], "title": row[2],
         "source_type": row[3], "status": row[4], "indexed_at": row[5], "chunks": len(chunks),
         "timestamp": iso_utc(first[4]) if first else None,
         "tags": json.loads(first[5]) if first else [], "metadata": json.loads(first[6]) if first else {},
-        "text": _join_without_overlap(bodies),
+        "text": text,
     }
 
 

@@ -11,6 +11,7 @@ from rag_search.errors import StoreError
 from rag_search.records import Chunk, Fingerprint, ItemRef, dumps
 from rag_search.store import vectors
 from rag_search.store.database import Store
+from rag_search.store.migrations import ITEM_TEXT_SQL
 
 
 def now_iso() -> str:
@@ -48,8 +49,12 @@ def replace_item(
     chunks: Sequence[Chunk],
     vecs: np.ndarray,
     links: Iterable[str] = (),
+    text: str | None = None,
 ) -> int:
-    """Replace one item's chunks, facets, links and vectors in one transaction; mark it indexed."""
+    """Replace one item's chunks, facets, links, vectors and whole-item text in one transaction; mark it indexed.
+
+    `text` is the item as written (what rag_get_document returns); None stores none (file-path ingest).
+    """
     if len(chunks) != len(vecs):
         raise StoreError(f"{ref.uri}: {len(chunks)} chunks but {len(vecs)} vectors; nothing was written.")
     if len(chunks) and store.embedder is None:
@@ -64,7 +69,17 @@ def replace_item(
         conn.executemany(
             "INSERT INTO item_links(item_id, target) VALUES (?, ?)", [(item_id, t) for t in dict.fromkeys(links)]
         )
+        write_item_text(conn, item_id)
+        conn.execute("DELETE FROM item_texts WHERE item_id = ?", (item_id,))
+        if text is not None:
+            conn.execute("INSERT INTO item_texts(item_id, text) VALUES (?, ?)", (item_id, text))
     return item_id
+
+
+def write_item_text(conn: Any, item_id: int) -> None:
+    """Re-derive the item's row of the whole-item keyword index from its chunks (inside the caller's transaction)."""
+    conn.execute("DELETE FROM items_fts WHERE rowid = ?", (item_id,))
+    conn.execute(f"INSERT INTO items_fts(rowid, title, text) {ITEM_TEXT_SQL.format(where='i.id = ?')}", (item_id,))
 
 
 def _upsert_item(
@@ -88,10 +103,12 @@ def _upsert_item(
 def _insert_chunk(conn: Any, item_id: int, coll_id: int, ch: Chunk) -> int:
     (chunk_id,) = conn.execute(
         "INSERT INTO chunks(item_id, collection_id, idx, title, text, heading_path, page, ts, author, "
-        "participants, tags, metadata, content_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+        "participants, tags, metadata, content_hash, keywords) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+        "RETURNING id",
         (
             item_id, coll_id, ch.index, ch.title, ch.text, dumps(list(ch.heading_path)), ch.page, ch.ts,
             ch.author, dumps(list(ch.participants)), dumps(list(ch.tags)), dumps(ch.metadata), ch.content_hash,
+            ch.keywords,
         ),
     ).fetchone()
     conn.executemany(

@@ -1,0 +1,123 @@
+"""Each item's outcome as Dagster shows it: its own partition, its own figures, failed when it failed.
+
+- indexed / unchanged: an `AssetMaterialization` of that partition with the item's figures (chunks,
+  tokens, where it is); an unchanged item keeps its stored chunk count, never zeros.
+- failed: an `AssetObservation` of the partition carrying the reason, and a per-partition "planned"
+  event; when the run then fails (`items_failed`), Dagster counts exactly those partitions as Failed
+  (its partition status = planned in a failed run and not materialised since). The other items of
+  the run are materialised; the run's failure names the failed items.
+- deleted: the partition is removed.
+
+Events are logged as items finish, so the UI fills in during a long run and a killed run keeps what
+it finished.
+"""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from rag_search.store import Store, reads
+
+from rag_pipelines.config import CollectionConfig
+from rag_pipelines.items import IndexStats
+
+FAILED_ITEMS = "failed_items"  # metadata key of a run failure caused by items (not by a crash)
+
+
+class ItemEvents:
+    """An `on_item` listener that logs each item's outcome to its partition, as it happens."""
+
+    def __init__(self, context, asset_key: dg.AssetKey, partitions_name: str, cfg: CollectionConfig,
+                 store: Store, embedder_id: str, stats: IndexStats):
+        self.context, self.asset_key, self.partitions_name = context, asset_key, partitions_name
+        self.cfg, self.store, self.embedder_id, self.stats = cfg, store, embedder_id, stats
+        self.deleted: list[str] = []
+        self.failed: list[str] = []
+
+    def __call__(self, key: str, outcome: str) -> None:
+        if outcome == "deleted":
+            self.deleted.append(key)
+        elif outcome == "failed":
+            self.failed.append(key)
+            self._failed(key)
+        else:
+            meta = self._figures(key, outcome)
+            self.context.log_event(dg.AssetMaterialization(asset_key=self.asset_key, partition=key, metadata=meta))
+
+    def _figures(self, key: str, outcome: str) -> dict:
+        meta: dict = {"outcome": outcome}
+        if outcome == "indexed":
+            meta.update(chunks=self.stats.item_chunks.get(key, 0), tokens=self.stats.item_tokens.get(key, 0))
+        else:  # unchanged: nothing was re-read; the stored figures stand
+            meta.update(chunks=stored_chunks(self.store, self.cfg.name, key),
+                        note="content unchanged since it was indexed; not re-read (force: false)")
+        if key in self.stats.item_uris:
+            meta["uri"] = self.stats.item_uris[key]
+        meta["embedder"] = self.embedder_id
+        return meta
+
+    def _failed(self, key: str) -> None:
+        kind, message = next(((k, m) for k_, k, m in reversed(self.stats.failures) if k_ == key), ("error", ""))
+        meta = {"outcome": "failed", "error_kind": kind, "error": message}
+        if key in self.stats.item_uris:
+            meta["uri"] = self.stats.item_uris[key]
+        self.context.log_event(dg.AssetObservation(asset_key=self.asset_key, partition=key,
+                                                   description=f"failed [{kind}]: {message}", metadata=meta))
+        _planned(self.context, self.asset_key, key)
+
+    def finish(self) -> None:
+        """Remove the partitions of items gone from their source."""
+        existing = set(self.context.instance.get_dynamic_partitions(self.partitions_name))
+        for key in self.deleted:
+            if key in existing:
+                self.context.instance.delete_dynamic_partition(self.partitions_name, key)
+
+
+def _planned(context, asset_key: dg.AssetKey, key: str) -> None:
+    """A "materialisation planned" event for one partition of this run.
+
+    Dagster (1.13) counts a partition as Failed when its latest planned event belongs to a failed run
+    and no materialisation followed. Range runs plan one event for the whole range (local-rag sets
+    DAGSTER_EMIT_PARTITION_SUBSET_IN_PLANNED_EVENTS: half the bookkeeping) and op runs plan none, so
+    the failed items get their own here.
+    """
+    from dagster._core.events import AssetMaterializationPlannedData, DagsterEvent
+
+    step = context.get_step_execution_context()
+    event = DagsterEvent.build_asset_materialization_planned_event(
+        context.run.job_name, step.step.key, AssetMaterializationPlannedData(asset_key, partition=key))
+    context.instance.report_dagster_event(event, run_id=context.run.run_id)
+
+
+def items_failed(stats: IndexStats, failed: list[str]) -> dg.Failure:
+    """The run's failure when items failed: names them; the run fails so their partitions do."""
+    reasons = {k: (kind, msg) for k, kind, msg in stats.failures}
+    shown = "; ".join(f"{k}: [{reasons[k][0]}] {reasons[k][1]}" for k in failed[:10] if k in reasons)
+    more = f" (and {len(failed) - 10} more)" if len(failed) > 10 else ""
+    rows = "\n".join(f"| `{k}` | {reasons[k][0]} | {reasons[k][1].replace('|', '/')} |" for k in failed[:50]
+                     if k in reasons)
+    return dg.Failure(
+        description=f"{len(failed)} of {stats.items} items failed and are marked as failed partitions; "
+        f"the other items were indexed. {shown}{more}. Fix the items (or exclude them) and materialise the failed "
+        "partitions again; they are also retried by the next `local-rag index` and the nightly rescan.",
+        metadata={FAILED_ITEMS: len(failed), "indexed": stats.indexed, "unchanged": stats.unchanged,
+                  "failures": dg.MetadataValue.md("| item | kind | reason |\n|---|---|---|\n" + rows)},
+        allow_retries=False,
+    )
+
+
+def is_items_failure(exc: BaseException) -> bool:
+    return isinstance(exc, dg.Failure) and FAILED_ITEMS in (exc.metadata or {})
+
+
+def retry_keys(store: Store, cfg: CollectionConfig, keys: list[str]) -> list[str]:
+    """For a re-execution from failure: the keys not indexed now (failed, or never finished)."""
+    states = reads.item_states(store, cfg.name)
+    return [k for k in keys if k not in states or states[k].status != "indexed"]
+
+
+def stored_chunks(store: Store, collection: str, key: str) -> int:
+    row = store.conn.execute(
+        "SELECT count(c.id) FROM items i JOIN collections co ON co.id = i.collection_id "
+        "LEFT JOIN chunks c ON c.item_id = i.id WHERE co.name = ? AND i.key = ?", (collection, key)).fetchone()
+    return row[0] if row else 0

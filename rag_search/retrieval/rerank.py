@@ -1,0 +1,215 @@
+"""Reranking the fused top N items: a small protocol, an offline feature reranker, an Ollama-backed one.
+
+A Reranker scores candidates (an item with its best chunk and what the retrievers said about it); the
+engine reorders the fused top `search.rerank_top` by those scores within `search.rerank_budget_ms`.
+Candidates a reranker could not score in time keep their fused order below the scored ones' slots.
+
+- `features` (offline, no model call): a linear model over what retrieval already computed — the fused
+  RRF score, whole-item BM25, the best chunk's cosine similarity (the bundled model's own output),
+  query-term coverage of the chunk and of the title, term proximity, exact rare-term matches.
+  Weights fitted on the SciFact train split (`python bench/quality.py --fit-rerank`).
+- `ollama`: a stronger embedding model served by Ollama (default bge-m3) embeds the query and each
+  candidate's best chunk; its cosine order is fused with the first-stage order by RRF.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+
+from rag_search.retrieval.keyword import STOPWORDS
+
+if TYPE_CHECKING:
+    from rag_search.config import SearchSettings
+    from rag_search.retrieval.engine import Retrieved
+    from rag_search.retrieval.fusion import FusedItem
+
+RERANKERS = ("off", "features", "ollama")
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+@dataclass
+class Candidate:
+    """One fused item as a reranker sees it."""
+
+    item_id: int
+    chunk_id: int | None
+    title: str
+    text: str  # the best chunk's text
+    fused_rank: int  # 1-based position in the fused order
+    fused_score: float
+    bm25: float | None = None  # whole-item BM25 (FTS5 rank: negative, lower is better)
+    distance: float | None = None  # cosine distance of the best-matching chunk to the query, if known
+    exact: int = 0  # rare query terms only this item (or very few) holds
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, item: FusedItem, got: Retrieved, title_text: tuple[str, str], rank: int = 0) -> Candidate:
+        dists = [got.chunk_distance[c] for c in [item.chunk_id, *item.others] if c in got.chunk_distance]
+        return cls(item.item_id, item.chunk_id, title_text[0], title_text[1], rank, item.score,
+                   got.item_bm25.get(item.item_id), min(dists) if dists else None, len(got.exact.get(item.item_id, ())))
+
+
+class Reranker(Protocol):
+    id: str
+
+    def scores(self, query: str, candidates: list[Candidate], deadline: float) -> list[float | None]:
+        """A score per candidate (higher is better); None where it ran out of time (time.monotonic() > deadline)."""
+
+
+def apply_rerank(reranker: Reranker, query: str, candidates: list[Candidate], got: Retrieved, budget_s: float,
+                 store: Any = None) -> tuple[list[int], list[float | None], str | None]:
+    """The new order of candidates (indexes), their scores, and a note when the budget or an error cut it short."""
+    for n, c in enumerate(candidates, start=1):
+        c.fused_rank = n
+    if got.query_vector is not None and store is not None:
+        _fill_distances(store, got.query_vector, candidates)
+    deadline = time.monotonic() + budget_s
+    note = None
+    try:
+        scores = reranker.scores(query, candidates, deadline)
+    except Exception as exc:  # a reranker never fails the search: the fused order stands
+        return list(range(len(candidates))), [None] * len(candidates), f"reranker {reranker.id} failed ({exc}); fused order kept"
+    scored = [n for n, s in enumerate(scores) if s is not None]
+    if len(scored) < len(candidates):
+        note = f"reranker {reranker.id} scored {len(scored)} of {len(candidates)} within {budget_s * 1000:.0f} ms"
+    best_first = sorted(scored, key=lambda n: (-scores[n], n))  # type: ignore[operator]
+    order, it = [], iter(best_first)
+    for n in range(len(candidates)):  # scored candidates share out the scored slots; the rest stay put
+        order.append(next(it) if scores[n] is not None else n)
+    return order, scores, note
+
+
+def _fill_distances(store: Any, query: np.ndarray, candidates: list[Candidate]) -> None:
+    from rag_search.store.vectors import fetch_vectors
+
+    missing = [c.chunk_id for c in candidates if c.distance is None and c.chunk_id is not None]
+    vecs = fetch_vectors(store.conn, missing) if missing else {}
+    for c in candidates:
+        if c.distance is None and c.chunk_id in vecs:
+            c.distance = float(1.0 - vecs[c.chunk_id] @ query.astype(np.float32))
+
+
+# -- the offline feature reranker -------------------------------------------------------------
+
+FEATURES = ("fused", "bm25", "cosine", "coverage", "title", "proximity", "exact")
+# Fitted on SciFact train (809 queries) by `python bench/quality.py --fit-rerank`; see docs for the figures.
+DEFAULT_WEIGHTS = {"fused": 1.0, "bm25": 0.0, "cosine": 0.0, "coverage": 0.0, "title": 0.0, "proximity": 0.0,
+                   "exact": 0.0}
+
+
+def query_words(query: str) -> list[str]:
+    words = [w for w in _WORD.findall(query.lower())]
+    return list(dict.fromkeys(w for w in words if w not in STOPWORDS)) or list(dict.fromkeys(words))
+
+
+def _stem(w: str) -> str:
+    for suffix in ("ing", "ed", "es", "s", "ly"):
+        if len(w) > len(suffix) + 3 and w.endswith(suffix):
+            return w[: -len(suffix)]
+    return w
+
+
+def features(query: str, candidates: list[Candidate]) -> np.ndarray:
+    """One row of FEATURES per candidate, each scaled to about [0, 1] within this candidate list."""
+    qstems = [_stem(w) for w in query_words(query)]
+    top_fused = max((c.fused_score for c in candidates), default=1.0) or 1.0
+    top_bm25 = max((-c.bm25 for c in candidates if c.bm25 is not None), default=0.0)
+    rows = []
+    for c in candidates:
+        words = [_stem(w) for w in _WORD.findall(c.text.lower())]
+        title = {_stem(w) for w in _WORD.findall(c.title.lower())}
+        present = set(words)
+        covered = [q for q in qstems if q in present]
+        rows.append([
+            c.fused_score / top_fused,
+            (-c.bm25 / top_bm25) if (c.bm25 is not None and top_bm25 > 0) else 0.0,
+            1.0 - c.distance if c.distance is not None else 0.0,
+            len(covered) / len(qstems) if qstems else 0.0,
+            sum(q in title for q in qstems) / len(qstems) if qstems else 0.0,
+            _proximity(words, set(covered)),
+            min(c.exact, 2) / 2,
+        ])
+    return np.asarray(rows, dtype=np.float64).reshape(len(candidates), len(FEATURES))
+
+
+def _proximity(words: list[str], wanted: set[str]) -> float:
+    """1 / (1 + extra words) of the shortest window holding every matched query word (0 if fewer than 2)."""
+    if len(wanted) < 2:
+        return 0.0
+    last: dict[str, int] = {}
+    best = math.inf
+    for pos, w in enumerate(words):
+        if w in wanted:
+            last[w] = pos
+            if len(last) == len(wanted):
+                best = min(best, pos - min(last.values()) + 1)
+    return 0.0 if best is math.inf else 1.0 / (1.0 + (best - len(wanted)) / 4)
+
+
+class FeatureReranker:
+    """Offline: a fitted linear model over retrieval features; no model call, a few ms for 30 candidates."""
+
+    id = "features"
+
+    def __init__(self, weights: dict[str, float] | None = None):
+        w = weights or DEFAULT_WEIGHTS
+        self.weights = np.asarray([w.get(f, 0.0) for f in FEATURES], dtype=np.float64)
+
+    def scores(self, query: str, candidates: list[Candidate], deadline: float) -> list[float | None]:
+        if not candidates:
+            return []
+        return [float(s) for s in features(query, candidates) @ self.weights]
+
+
+# -- the Ollama reranker ----------------------------------------------------------------------
+
+OLLAMA_DEFAULT_MODEL = "bge-m3"
+OLLAMA_FUSION_K = 10  # RRF of the first-stage order and the Ollama model's order (top N only)
+MAX_CHARS = 2000  # of each candidate's text sent to the model
+
+
+class OllamaReranker:
+    """A stronger embedding model on a local Ollama server re-scores the candidates' best chunks."""
+
+    def __init__(self, host: str, model: str | None = None):
+        import ollama  # noqa: F401  (imported now, not inside the first query's budget)
+
+        from rag_search.embedders.ollama import OllamaEmbedder
+
+        self.model = model or OLLAMA_DEFAULT_MODEL
+        self.host = host
+        self._embedder_cls = OllamaEmbedder
+        self.id = f"ollama/{self.model}"
+
+    def scores(self, query: str, candidates: list[Candidate], deadline: float) -> list[float | None]:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 or not candidates:
+            return [None] * len(candidates)
+        embedder = self._embedder_cls(self.host, self.model, batch_size=len(candidates) + 1,
+                                      timeout_seconds=max(remaining, 0.05))
+        texts = [query] + [f"{c.title}\n{c.text}"[:MAX_CHARS] for c in candidates]
+        vecs = embedder._embed_batch(texts)  # one request: query and candidates together
+        if time.monotonic() > deadline:
+            return [None] * len(candidates)
+        sims = vecs[1:] @ vecs[0]
+        model_rank = {n: r for r, n in enumerate(np.argsort(-sims), start=1)}
+        return [1.0 / (OLLAMA_FUSION_K + c.fused_rank) + 1.0 / (OLLAMA_FUSION_K + model_rank[n])
+                for n, c in enumerate(candidates)]
+
+
+def load_reranker(settings: SearchSettings, ollama_host: str | None = None) -> Reranker | None:
+    """The configured reranker (search.reranker), or None when it is off."""
+    kind = getattr(settings, "reranker", "off")
+    if kind == "features":
+        return FeatureReranker()
+    if kind == "ollama":
+        from rag_search.config import Paths
+
+        return OllamaReranker(ollama_host or Paths.from_env().ollama_host, getattr(settings, "rerank_model", None))
+    return None
