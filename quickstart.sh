@@ -15,6 +15,8 @@ say() { printf '[%3d s] %s\n' "$((SECONDS - t0))" "$*" >&2; }
 pip_steps() {
   awk -v tty="$([ -t 2 ] && echo 1 || echo 0)" '
     function show(msg) {
+      if (msg == last) return
+      last = msg
       if (tty) printf "\r\033[K        %s", substr(msg, 1, 100) > "/dev/stderr"
       else print "        " msg > "/dev/stderr"
       fflush("/dev/stderr")

@@ -233,3 +233,15 @@ def test_the_ui_starts_without_the_newsletter_dialog(tmp_path, monkeypatch):
     monkeypatch.setenv("DAGSTER_HOME", str(old / "dagster"))
     ensure_instance(Paths.from_env())
     assert get_has_seen_nux()
+
+
+def test_materialising_an_item_gone_from_its_source_removes_its_partition(home):
+    paths, vault, _ = home
+    runs.index_collections(paths, ["notes"])
+    (vault / DAILY).unlink()
+    defs, _ = build_definitions(load_collections(paths))
+    instance = dg.DagsterInstance.get()
+    result = defs.resolve_job_def("notes_index").execute_in_process(instance=instance, partition_key=DAILY)
+    assert materialized_in(instance, result.run_id) == {}
+    assert DAILY not in instance.get_dynamic_partitions("notes_items") and DAILY not in indexed_keys()
+    assert checks_in(instance, result.run_id)["partitions_match_files"] is True
