@@ -246,8 +246,7 @@ def fit_rerank(args, ds: Dataset, home: Path) -> None:
         request_result = SearchResult([], None)  # type: ignore[arg-type]
         request_result.keyword_expression = keyword.match_expression(keyword.parse_terms(ds.queries[q]))
         engine._choose_chunks(head, keyword.parse_terms(ds.queries[q]), engine_filters(), request_result)
-        texts = engine._texts([i.chunk_id for i in head if i.chunk_id is not None])
-        cands = [Candidate.of(i, got[q], texts.get(i.chunk_id, ("", "")), n) for n, i in enumerate(head, 1)]
+        cands = [Candidate.of(i, got[q], t, n) for n, (i, t) in enumerate(zip(head, engine._item_texts(head)), 1)]
         _fill_distances(engine.store, got[q].query_vector, cands)
         x = features(ds.queries[q], cands)
         y = np.array([ds.qrels[q].get(docs[i.item_id], 0) for i in head], dtype=float)

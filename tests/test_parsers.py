@@ -174,3 +174,16 @@ def test_unsupported_suffix():
     with pytest.raises(ParseError, match="no parser"):
         parse(b"x", "a.xyz")
     assert parsers.source_type("md") == "markdown" and parsers.source_type("xyz") == "unsupported"
+
+
+@pytest.mark.parametrize("data, title, body", [
+    (b"Meeting notes, March\n\nWe chose the blue plan.\nMore later.", "Meeting notes, March", "We chose the blue plan."),
+    (b"Release checklist\n=================\n\nTag the build.", "Release checklist", "Tag the build."),
+    (b"Hi Bob,\n\nthanks for the notes.", "letter.txt", "Hi Bob,"),  # a salutation is not a title
+    (b"Just one line", "letter.txt", "Just one line"),
+    (b"first line\nsecond line\n\nthird", "letter.txt", "first line\nsecond line"),  # no blank line after line 1
+])
+def test_plain_text_title_is_its_first_line_when_set_off(data, title, body):
+    doc = parse(data, "notes/letter.txt")
+    assert doc.title == title and doc.sections[0].text.startswith(body)
+    assert (title + "\n") not in all_text(doc)  # the title is not repeated in the body

@@ -7,6 +7,7 @@ metadata and links is bounded (see limits.py).
 
 from __future__ import annotations
 
+import re
 from typing import Callable
 
 from rag_search.records import Document, Section
@@ -26,6 +27,30 @@ def parse_text(data: bytes, filename: str, mtime_ns: int | None = None) -> Docum
         raise ParseError("no_text", "the file is empty")
     stem = filename.rsplit("/", 1)[-1]
     return Document(title=stem, sections=(Section(text=text),), ts=mtime_ns // 1_000_000_000 if mtime_ns else None)
+
+
+def parse_plain(data: bytes, filename: str, mtime_ns: int | None = None) -> Document:
+    """A .txt/.rst note: a short first line set off by a blank line (or an RST underline) is its title, as note apps
+    treat it; otherwise the file name is."""
+    doc = parse_text(data, filename, mtime_ns)
+    text = doc.sections[0].text
+    head, _, rest = text.partition("\n")
+    underline, _, after = rest.partition("\n")
+    if _RST_UNDERLINE.fullmatch(underline.strip()) and len(underline.strip()) >= len(head.strip()) > 0:
+        rest = after  # Title\n=====
+    elif underline.strip():
+        return doc
+    head, rest = head.strip(), rest.strip()
+    if not rest or not _is_title(head):
+        return doc
+    return Document(title=head, sections=(Section(text=rest),), ts=doc.ts)
+
+
+_RST_UNDERLINE = re.compile(r"([=\-~^\"'`#*+])\1{2,}")
+
+
+def _is_title(line: str) -> bool:
+    return 0 < len(line) <= 150 and len(line.split()) <= 25 and line[-1] not in ",;:" and not line.startswith(("-", "*"))
 
 
 def parse_canvas(data: bytes, filename: str, mtime_ns: int | None = None) -> Document:
@@ -58,8 +83,8 @@ PARSERS: dict[str, tuple[str, Parser]] = {
     "htm": ("html", parse_html),
     "epub": ("epub", parse_epub),
     "canvas": ("canvas", parse_canvas),
-    "txt": ("text", parse_text),
-    "rst": ("text", parse_text),
+    "txt": ("text", parse_plain),
+    "rst": ("text", parse_plain),
     "csv": ("csv", parse_text),
     "json": ("json", parse_text),
     "yaml": ("yaml", parse_text),
@@ -87,4 +112,4 @@ def parse(data: bytes, filename: str, mtime_ns: int | None = None, limits: Limit
     return bound_document(parser(data, filename, mtime_ns), limits)
 
 
-__all__ = ["PARSERS", "Limits", "ParseError", "parse", "parse_canvas", "parse_text", "source_type"]
+__all__ = ["PARSERS", "Limits", "ParseError", "parse", "parse_canvas", "parse_plain", "parse_text", "source_type"]

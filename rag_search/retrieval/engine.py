@@ -38,6 +38,7 @@ KEYWORD_OVERFETCH = 20  # FTS5 ranks every match whatever the LIMIT, so a wide o
 MIN_PASS_RATE = 0.1  # below this share passing, the filter goes into the KNN instead of widening it
 CHUNK_DEPTH = 3  # chunk candidates per wanted item, so the fused top k is full of distinct items
 MAX_SECTIONS = 5  # other matching chunks listed per item hit
+RERANK_SECTIONS = 3  # chunks of an item a reranker reads: its best and the next matching ones
 MAX_CHUNK_CANDIDATES = 2000  # the vector side widens up to this many chunks to find enough distinct items
 
 
@@ -196,7 +197,7 @@ class SearchEngine:
         items = keyword.search(conn, terms, where, limit, n_items, self._df_cache, may_skip=hybrid, table=keyword.ITEMS)
         got.item_rankings["keyword"] = items.ids
         got.item_bm25 = dict(zip(items.ids, items.scores))
-        if self.settings.exact_max_items:
+        if self.settings.exact_max_items and hybrid:  # keyword mode: BM25 already puts rare terms first
             got.exact = keyword.exact_items(conn, terms, where, self.settings.exact_max_items)
         result.timings_ms["keyword"] = _ms(t0)
 
@@ -270,8 +271,7 @@ class SearchEngine:
         t0 = time.perf_counter()
         head = items[: self.settings.rerank_top]
         self._choose_chunks(head, keyword.parse_terms(request.query), request.filters, result)
-        texts = self._texts([i.chunk_id for i in head if i.chunk_id is not None])
-        candidates = [Candidate.of(i, got, texts.get(i.chunk_id, ("", ""))) for i in head]
+        candidates = [Candidate.of(i, got, t) for i, t in zip(head, self._item_texts(head))]
         order, scores, note = apply_rerank(reranker, request.query, candidates, got,
                                            self.settings.rerank_budget_ms / 1000, self.store)
         for item, score in zip(head, scores):
@@ -280,6 +280,16 @@ class SearchEngine:
         reranked = [head[n] for n in order] + items[len(head):]
         result.timings_ms["rerank"] = _ms(t0)
         return reranked
+
+    def _item_texts(self, items: list[FusedItem]) -> list[tuple[str, str]]:
+        """(title, text) per item as a reranker reads it: its best chunk, then its other matching chunks."""
+        wanted = {i.item_id: [c for c in [i.chunk_id, *i.others[:RERANK_SECTIONS - 1]] if c is not None] for i in items}
+        texts = self._texts([c for cs in wanted.values() for c in cs])
+        out = []
+        for item in items:
+            parts = [texts[c] for c in wanted[item.item_id] if c in texts]
+            out.append((parts[0][0], "\n\n".join(chunk_body(t, title) for title, t in parts)) if parts else ("", ""))
+        return out
 
     def _texts(self, chunk_ids: list[int]) -> dict[int, tuple[str, str]]:
         if not chunk_ids:

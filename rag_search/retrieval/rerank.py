@@ -99,8 +99,8 @@ def _fill_distances(store: Any, query: np.ndarray, candidates: list[Candidate]) 
 
 FEATURES = ("fused", "bm25", "cosine", "coverage", "title", "proximity", "exact")
 # Fitted on SciFact train (809 queries) by `python bench/quality.py --fit-rerank`; see docs for the figures.
-DEFAULT_WEIGHTS = {"fused": 1.0, "bm25": 0.0, "cosine": 0.0, "coverage": 0.0, "title": 0.0, "proximity": 0.0,
-                   "exact": 0.0}
+DEFAULT_WEIGHTS = {"fused": 3.592, "bm25": 1.627, "cosine": 1.588, "coverage": 1.081, "title": 0.0, "proximity": -0.158,
+                   "exact": 0.58}
 
 
 def query_words(query: str) -> list[str]:
