@@ -103,32 +103,50 @@ async def _call(fn, *args, **kwargs):
         raise _fail(exc) from exc
 
 
+REFERENCE_FIELDS = ("title", "source", "item_id", "heading", "page", "timestamp", "score")
+
+
 def budget_hits(hits: list[Hit], budget_tokens: int = OUTPUT_BUDGET_TOKENS) -> tuple[list[dict], str | None]:
-    """Hits as dicts within the output budget: full content first, then snippets, then nothing."""
-    out, used, trimmed = [], 0, 0
+    """Hits as dicts within the output budget, best first: each in full if the references of every hit after it
+    still fit, else as a snippet, else as a reference only (title, source, heading, score) — so a large top_k
+    lists every hit and the best ones keep their text."""
     budget = budget_tokens * CHARS_PER_TOKEN
-    for hit in hits:
-        d = {"content": hit.text, "title": hit.title, "collection": hit.collection, "source": hit.uri,
-             "key": hit.key, "item_id": hit.item_id, "chunk_index": hit.chunk_index,
-             "heading": " > ".join(hit.heading_path) or None, "page": hit.page, "timestamp": hit.to_dict()["timestamp"],
-             "author": hit.author, "tags": list(hit.tags), "score": round(hit.score, 5),
-             "also_matches": [s["heading"] or f"chunk {s['chunk_index']}" for s in hit.sections]}
-        d = {k: v for k, v in d.items() if v not in (None, [])}  # compact: what is unknown is left out
-        size = len(compact_json(d))
-        if used + size > budget or (used > budget // 2 and len(hit.text) > len(hit.snippet)):
-            d["content"], trimmed = hit.snippet, trimmed + 1  # past half the budget, snippets keep more hits
-            size = len(compact_json(d))
-            if used + size > budget:
-                break
+    full = [_hit_dict(h) for h in hits]
+    refs = [{k: d[k] for k in REFERENCE_FIELDS if k in d} for d in full]
+    reserve = [0] * (len(hits) + 1)  # what the references of hits n.. take
+    for n in range(len(hits) - 1, -1, -1):
+        reserve[n] = reserve[n + 1] + len(compact_json(refs[n])) + 1
+    out, used, trimmed, bare = [], 0, 0, 0
+    for n, hit in enumerate(hits):
+        d = full[n]
+        if used + len(compact_json(d)) + reserve[n + 1] > budget:
+            d = {**d, "content": hit.snippet}
+            trimmed += 1
+            if used + len(compact_json(d)) + reserve[n + 1] > budget:
+                d, trimmed, bare = refs[n], trimmed - 1, bare + 1
+        size = len(compact_json(d)) + 1
+        if used + size > budget:
+            break
         out.append(d)
         used += size
     dropped = len(hits) - len(out)
     note = None
-    if trimmed or dropped:
-        note = (f"Output kept under ~{budget_tokens} tokens: {trimmed} hit(s) show a snippet instead of the full "
-                f"chunk{f', {dropped} more hit(s) omitted' if dropped else ''}. Use rag_get_document(path_or_id) "
+    if trimmed or bare or dropped:
+        parts = [f"{trimmed} hit(s) show a snippet instead of the full chunk"] if trimmed else []
+        parts += [f"{bare} hit(s) only where to look (title, source)"] if bare else []
+        parts += [f"{dropped} more hit(s) omitted"] if dropped else []
+        note = (f"Output kept under ~{budget_tokens} tokens: {', '.join(parts)}. Use rag_get_document(path_or_id) "
                 "for a whole item, or a smaller top_k.")
     return out, note
+
+
+def _hit_dict(hit: Hit) -> dict:
+    d = {"content": hit.text, "title": hit.title, "collection": hit.collection, "source": hit.uri,
+         "key": hit.key, "item_id": hit.item_id, "chunk_index": hit.chunk_index,
+         "heading": " > ".join(hit.heading_path) or None, "page": hit.page, "timestamp": hit.to_dict()["timestamp"],
+         "author": hit.author, "tags": list(hit.tags), "score": round(hit.score, 5),
+         "also_matches": [s["heading"] or f"chunk {s['chunk_index']}" for s in hit.sections]}
+    return {k: v for k, v in d.items() if v not in (None, [])}  # compact: what is unknown is left out
 
 
 def compact_json(value: Any) -> str:

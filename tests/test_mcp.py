@@ -273,4 +273,22 @@ def test_output_budget_trims_long_results():
                 author=None, tags=(), metadata={}, score=1.0 / (i + 1)) for i in range(50)]
     out, note = budget_hits(hits)
     assert len(json.dumps(out)) <= 8_000 * 4 and "rag_get_document" in note
-    assert out[0]["content"].startswith("word") and out[-1]["content"] == "short snippet"
+    assert out[0]["content"].startswith("word") and any(o.get("content") == "short snippet" for o in out)
+    assert len(out) == 50 and out[-1]["content"] == "short snippet"
+
+
+def test_a_large_top_k_lists_every_hit_within_the_budget():
+    """top_k=100 of long chunks: the best in full, then snippets, then references only — never cut to ~30."""
+    from rag_search.records import Hit
+
+    hits = [Hit(chunk_id=i, item_id=i, collection="notes", source_type="markdown", key=f"Projects/note {i}.md",
+                uri=f"/Users/me/vault/Projects/note {i}.md", title=f"Note {i}", text="word " * 400,
+                snippet="a snippet of about two hundred characters " * 5, chunk_index=0, heading_path=("Plans",),
+                page=None, ts=1_700_000_000, author=None, tags=("work",), metadata={}, score=1.0 / (i + 1))
+            for i in range(100)]
+    out, note = budget_hits(hits)
+    assert len(out) == 100 and len(json.dumps(out, separators=(",", ":"))) <= 8_000 * 4
+    assert out[0]["content"].startswith("word") and "content" not in out[-1]
+    assert out[-1]["source"] == hits[-1].uri and out[-1]["item_id"] == 99
+    assert [o["item_id"] for o in out] == list(range(100))
+    assert "only where to look" in note
