@@ -99,8 +99,8 @@ def _fill_distances(store: Any, query: np.ndarray, candidates: list[Candidate]) 
 
 FEATURES = ("fused", "bm25", "cosine", "coverage", "title", "proximity", "exact")
 # Fitted on SciFact train (809 queries) by `python bench/quality.py --fit-rerank`; see docs for the figures.
-DEFAULT_WEIGHTS = {"fused": 3.592, "bm25": 1.627, "cosine": 1.588, "coverage": 1.081, "title": 0.0, "proximity": -0.158,
-                   "exact": 0.58}
+DEFAULT_WEIGHTS = {"fused": 3.515, "bm25": 1.633, "cosine": 1.585, "coverage": 1.101, "title": 0.653,
+                   "proximity": -0.071, "exact": 0.573}
 
 
 def query_words(query: str) -> list[str]:
