@@ -35,7 +35,7 @@ class RunSummary:
     def line(self) -> str:
         o = self.outcomes
         line = (f"{self.collection}: {o.get('indexed', 0)} indexed, {self.unchanged} unchanged, "
-                f"{o.get('failed', 0)} failed, {o.get('deleted', 0)} deleted ({len(self.run_ids)} Dagster runs)")
+                f"{o.get('failed', 0)} failed, {o.get('deleted', 0)} deleted ({len(self.run_ids)} Dagster run{'' if len(self.run_ids) == 1 else 's'})")
         for source, why in self.unavailable.items():
             line += f"\n  skipped source {source}: {why}"
         if self.reaped:

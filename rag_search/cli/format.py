@@ -46,7 +46,7 @@ def render_hits(result: SearchResult, explain: bool = False) -> str:
             lines.append(f"  put first (a term only they hold): {', '.join(result.exact_terms)}")
         if result.reranker:
             lines.append(f"  reranker: {result.reranker}" + (f" ({result.rerank_note})" if result.rerank_note else ""))
-        lines.append("  timings ms: " + ", ".join(f"{k} {v}" for k, v in result.timings_ms.items()))
+        lines.append("  timings ms: " + ", ".join(f"{k} {v:.1f}" for k, v in result.timings_ms.items()))
         lines.append("")
     if not result.hits:
         if result.chunks_in_index == 0:
@@ -70,7 +70,7 @@ def render_hits(result: SearchResult, explain: bool = False) -> str:
             lines.append("   " + click.style(" · ".join(where), dim=True))
         lines.append("   " + _bold_marks(hit.snippet))
         if hit.sections:
-            also = ", ".join(s["heading"] or f"#{s['chunk_index']}" for s in hit.sections)
+            also = ", ".join(s["heading"] or f"passage {s['chunk_index'] + 1}" for s in hit.sections)
             lines.append("   " + click.style(f"also matches: {also}", dim=True))
         if explain:
             lines.append("   " + click.style(explain_ranks(hit), dim=True))

@@ -127,7 +127,7 @@ class SearchEngine:
                 items = self._rerank(request, items, got, result)[:top_k]
                 self._choose_chunks(items, terms, request.filters, result)
                 result.hits = self._item_hits(items, pattern)
-            result.timings_ms["fuse_and_fetch"] = _ms(t0) - result.timings_ms.get("rerank", 0.0)
+            result.timings_ms["fuse_and_fetch"] = round(_ms(t0) - result.timings_ms.get("rerank", 0.0), 2)
         return result
 
     # -- retrieve -----------------------------------------------------------------------------
@@ -359,7 +359,12 @@ def _hit(r: tuple, pattern, score: float, chunk_ranks: dict[str, int], item_rank
 
 
 def _section(r: tuple) -> dict:
-    return {"chunk_index": r[8], "heading": " > ".join(json.loads(r[9])) or None, "page": r[10]}
+    """A matching chunk named by its heading path, else by the first heading inside it (a chunk that joins the end
+    of one section to the next has no common path), else None (then shown by its position)."""
+    heading = " > ".join(json.loads(r[9])) or next(
+        (line.lstrip("#").strip() for line in r[7].split("\n") if line.startswith("#") and line.lstrip("#")[:1] == " "),
+        None)
+    return {"chunk_index": r[8], "heading": heading, "page": r[10]}
 
 
 def _ms(t0: float) -> float:
