@@ -4,7 +4,8 @@
 
 Chunks are real docstrings packed to about 240 word-pieces (the size the chunker aims for) plus a
 tail of shorter ones, as a vault produces. Baseline = onnxruntime defaults, batches of 8 in input
-order; ours = BuiltinEmbedder as shipped (length-sorted batches, graph optimisation, all cores).
+order; the shipped model as local-rag used it before, and the derived per-channel int8 model
+(embedders/derived_model.py) used now, with the cosine of their vectors.
 """
 
 from __future__ import annotations
@@ -69,15 +70,31 @@ def main() -> None:
     chunks = make_chunks(emb, args.chunks)
     tokens = sum(min(emb.count_tokens(c) + 2, 256) for c in chunks)
     print(f"{len(chunks)} chunks, {tokens} word-pieces (mean {tokens / len(chunks):.0f}); median of {args.repeats} runs")
-    emb.embed_documents(chunks[:8])
-    for name, fn in (("baseline (ort defaults, batch 8, input order)", baseline),
-                     (f"builtin as shipped (batch {emb.batch_size}, length-sorted)", ours)):
-        secs = statistics.median(fn(chunks, emb) for _ in range(args.repeats))
-        print(f"  {name:<52} {len(chunks) / secs:6.1f} chunks/s  {tokens / secs:8.0f} tokens/s")
-    for bs in (4, 8, 32):
-        emb.batch_size = bs
-        secs = statistics.median(ours(chunks, emb) for _ in range(args.repeats))
-        print(f"  {'length-sorted, batch ' + str(bs):<52} {len(chunks) / secs:6.1f} chunks/s  {tokens / secs:8.0f} tokens/s")
+    shipped = BuiltinEmbedder(batch_size=4, shipped_only=True)  # what local-rag used before the derived model
+    variants = [("baseline (ort defaults, batch 8, input order)", None),
+                ("shipped model, batch 4, length-sorted (before)", shipped),
+                ("shipped model, batch 1", BuiltinEmbedder(batch_size=1, shipped_only=True)),
+                (f"derived per-channel int8, batch {emb.batch_size} (now)", emb),
+                ("derived per-channel int8, batch 4", BuiltinEmbedder(batch_size=4))]
+    vecs = {}
+    for name, e in variants:
+        if e is None:
+            secs = statistics.median(baseline(chunks, shipped) for _ in range(args.repeats))
+        else:
+            e.embed_documents(chunks[:8])
+            secs = statistics.median(ours(chunks, e) for _ in range(args.repeats))
+            vecs[name] = e.embed_documents(chunks)
+            q = []
+            for c in chunks[:64]:
+                t0 = time.perf_counter()
+                e.embed_query(" ".join(c.split()[:8]))
+                q.append(time.perf_counter() - t0)
+        extra = f"  query p50 {statistics.median(q) * 1000:5.2f} ms" if e is not None else ""
+        print(f"  {name:<50} {len(chunks) / secs:6.1f} chunks/s  {tokens / secs:8.0f} tokens/s{extra}", flush=True)
+    ref = vecs[variants[1][0]]
+    for name, v in vecs.items():
+        cos = (ref * v).sum(axis=1)
+        print(f"  cosine to the shipped model's vectors, {name:<50} mean {cos.mean():.4f}  min {cos.min():.4f}")
 
 
 if __name__ == "__main__":

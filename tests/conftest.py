@@ -15,6 +15,21 @@ from rag_search.store import Store, writes  # noqa: E402
 from rag_search.store.connection import connect, versions  # noqa: E402
 
 
+def pytest_configure(config):
+    """One model cache for the whole run, fixed before any test moves HOME, and the derived model built up front:
+    a test's captured output never holds the one-time "deriving" message (tests of the derivation set their own)."""
+    import os
+
+    from rag_search.embedders import derived_model
+    from rag_search.embedders.builtin import MODEL_FILE, MODEL_SHA256, packaged_file
+
+    os.environ.setdefault("LOCAL_RAG_MODEL_CACHE", str(derived_model.cache_dir()))
+    if not derived_model.derived_path(MODEL_SHA256).is_file():
+        from rag_search.embedders.builtin import BuiltinEmbedder
+
+        derived_model.ensure_derived(packaged_file(*MODEL_FILE), MODEL_SHA256, BuiltinEmbedder()._open)
+
+
 def pytest_report_header(config):
     sqlite_v, vec_v = versions(connect(":memory:"))
     return f"SQLite {sqlite_v}, sqlite-vec {vec_v}"

@@ -73,7 +73,7 @@ def test_collections_status_and_delete(home):
     assert info["items"] == 2 and info["chunks"] == 2
     status = json.loads(run(home, "status", "--json"))
     assert status["totals"] == {"collections": 2, "items": 3, "chunks": 3, "failed": 0}
-    assert status["embedder"] == {"id": "builtin/all-MiniLM-L6-v2-int8", "dimensions": 384}
+    assert status["embedder"] == {"id": "builtin/all-MiniLM-L6-v2-int8pc", "dimensions": 384}
     assert "Deleted collection 'papers'" in run(home, "collections", "delete", "papers", "--yes")
     assert json.loads(run(home, "status", "--json"))["totals"]["chunks"] == 2
 

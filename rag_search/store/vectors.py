@@ -64,10 +64,21 @@ def record_embedder(conn: Any, embedder_id: str, dims: int) -> None:
     )
 
 
+# Embedders whose vectors are interchangeable (measured cosine between their vectors of the same text), so an
+# index built with one is searched and extended with the other without re-embedding:
+# the builtin model's derived per-channel int8 form vs the shipped one: cosine mean 0.995, min 0.99
+# (rag_search/embedders/derived_model.py, bench/embedder_speed.py). `local-rag reembed` still unifies them.
+EQUIVALENT = {frozenset({"builtin/all-MiniLM-L6-v2-int8pc", "builtin/all-MiniLM-L6-v2-int8"})}
+
+
+def same_vectors(a: str, b: str) -> bool:
+    return a == b or any({a, b} <= group for group in EQUIVALENT)
+
+
 def check_embedder(conn: Any, embedder_id: str, dims: int, db_path: str) -> None:
-    """Refuse an embedder other than the one the index was built with."""
+    """Refuse an embedder other than the one the index was built with (or one whose vectors equal its own)."""
     recorded = recorded_embedder(conn)
-    if recorded is None or recorded == (embedder_id, dims):
+    if recorded is None or (same_vectors(recorded[0], embedder_id) and recorded[1] == dims):
         return
     was_id, was_dims = recorded
     raise EmbedderMismatch(
