@@ -30,6 +30,7 @@ from rag_search.retrieval.filters import build_where
 from rag_search.retrieval.related import related_items
 from rag_search.people import PeopleDirectory, resolve_filters
 from rag_search.store import Store, reads
+from rag_search.store.vectors import same_vectors
 
 OUTPUT_BUDGET_TOKENS = 8_000  # Claude Code rejects tool output over 25,000 tokens
 CHARS_PER_TOKEN = 4
@@ -66,7 +67,8 @@ def open_context(paths: Paths | None = None) -> RagContext:
         embedder = load_embedder(settings.embedder, paths)
         _context = RagContext(paths, settings, store, embedder, SearchEngine(store, embedder, settings.search),
                               PeopleDirectory.from_settings(settings))
-        if store.embedder == (embedder.id, embedder.dimensions):
+        recorded = store.embedder
+        if recorded and same_vectors(recorded[0], embedder.id) and recorded[1] == embedder.dimensions:
             embedder.embed_query("warm up")  # load the model now, not on the first question
     return _context
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from rag_search.cli.context import App, pass_app
-from rag_search.cli.format import echo_json, render_hits
+from rag_search.cli.format import render_hits
 from rag_search.errors import QueryError
 from rag_search.people import PeopleDirectory, resolve_filters
 from rag_search.retrieval import Filters, SearchEngine, SearchRequest, parse_date
@@ -47,9 +47,17 @@ def parse_meta(pairs: tuple[str, ...]) -> dict[str, list[str]]:
               help="One hit per matching chunk (several per item) instead of one per item.")
 @click.option("--rerank/--no-rerank", default=None, help="Rerank the fused top items (default: config search.reranker).")
 @pass_app
-def search(app: App, query, collections, source_types, after, before, days, no_undated, author, participants, tags,
-           path_prefix, meta, top_k, mode, as_json, explain, chunk_hits, rerank):
+def search(app: App, **params):
     """Search the index: keyword + semantic, fused (quote "exact phrases"; word* for prefixes)."""
+    click.echo(search_text(app, **params))
+
+
+def search_text(app: App, query, collections, source_types, after, before, days, no_undated, author, participants,
+                tags, path_prefix, meta, top_k, mode, as_json, explain, chunk_hits, rerank, engine=None,
+                answered_by: str = "this process") -> str:
+    """What `local-rag search` prints (also answered by a running `local-rag serve`, see search_socket.py)."""
+    import json
+
     if days and after:
         raise QueryError("Give --days or --after, not both (--days 7 is --after 7d).")
     after = f"{days}d" if days else after
@@ -59,8 +67,8 @@ def search(app: App, query, collections, source_types, after, before, days, no_u
         participants=participants, tags=tags, path_prefix=path_prefix, metadata=parse_meta(meta),
     )
     filters = resolve_filters(filters, PeopleDirectory.from_settings(app.settings))
-    embedder = None if mode == "keyword" else app.embedder
-    engine = SearchEngine(app.store, embedder, app.settings.search)
+    if engine is None or mode == "keyword":
+        engine = SearchEngine(app.store, None if mode == "keyword" else app.embedder, app.settings.search)
     result = engine.search(SearchRequest(" ".join(query), top_k=top_k, mode=mode, filters=filters, chunks=chunk_hits,
                                          rerank=rerank))
     if as_json:
@@ -75,7 +83,8 @@ def search(app: App, query, collections, source_types, after, before, days, no_u
                 "reranker": result.reranker,
                 "rerank_note": result.rerank_note,
                 "timings_ms": result.timings_ms,
+                "answered_by": answered_by,
             }
-        echo_json(payload)
-    else:
-        click.echo(render_hits(result, explain))
+        return json.dumps(payload, indent=2, ensure_ascii=False, default=str)
+    text = render_hits(result, explain)
+    return text + (click.style(f"\n(answered by {answered_by})", dim=True) if explain else "")

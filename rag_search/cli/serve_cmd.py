@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import signal
+import sys
 
 import click
 
@@ -24,12 +26,21 @@ def serve(app: App, port: int | None, host: str, token: str | None, allow_hosts:
           allow_origins: tuple[str, ...]):
     """Run the MCP server: stdio by default (what Claude launches), or HTTP with --port."""
     from rag_search import mcp_server
+    from rag_search.cli.search_socket import SearchSocket
 
-    mcp_server.open_context(app.paths)
-    if port is None:
-        mcp_server.serve_stdio()
-        return
-    hosts = [*app.settings.mcp.allowed_hosts, *allow_hosts]
-    origins = [*app.settings.mcp.allowed_origins, *allow_origins]
-    click.echo(f"MCP over streamable HTTP on http://{host}:{port}/mcp", err=True)
-    mcp_server.serve_http(host, port, token, hosts, origins)
+    ctx = mcp_server.open_context(app.paths)
+    app.__dict__.update(settings=ctx.settings, store=ctx.store, embedder=ctx.embedder)
+    searches = SearchSocket(app, lambda: ctx.engine)  # `local-rag search` on this home answers from here
+    searches.start()
+    # SIGTERM (a client closing the server, uvicorn re-raising it after its graceful stop) ends through `finally`
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    try:
+        if port is None:
+            mcp_server.serve_stdio()
+            return
+        hosts = [*app.settings.mcp.allowed_hosts, *allow_hosts]
+        origins = [*app.settings.mcp.allowed_origins, *allow_origins]
+        click.echo(f"MCP over streamable HTTP on http://{host}:{port}/mcp", err=True)
+        mcp_server.serve_http(host, port, token, hosts, origins)
+    finally:
+        searches.stop()
