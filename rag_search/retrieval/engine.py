@@ -145,7 +145,7 @@ class SearchEngine:
         if request.mode in ("hybrid", "keyword"):
             self._keyword(terms, request.filters, coll_ids, limit, result, got)
         if request.mode in ("hybrid", "semantic"):
-            self._vector(request.query, request.filters, coll_ids, limit * CHUNK_DEPTH, result, got)
+            self._vector(request.query, request.filters, coll_ids, limit, result, got)
         got.item_of = self._items_of([c for ids in got.chunk_rankings.values() for c in ids])
         for name, ids in got.chunk_rankings.items():
             got.item_rankings[name] = item_ranking(ids, got.item_of)[:limit]

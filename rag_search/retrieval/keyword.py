@@ -184,7 +184,7 @@ def exact_items(conn: Any, terms: list[Term], where: SqlFilter, max_items: int) 
     Each lookup stops after max_items + 1 rows, so common terms cost nothing.
     """
     out: dict[int, list[str]] = {}
-    sql = keyword_sql(where, ITEMS)
+    sql = keyword_sql(where, ITEMS).replace(" ORDER BY items_fts.rank", "")  # a count, not a ranking: no BM25
     for t in terms:
         if t.prefix or (t.text in STOPWORDS and not t.phrase):
             continue
