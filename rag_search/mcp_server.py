@@ -65,7 +65,7 @@ def open_context(paths: Paths | None = None) -> RagContext:
         settings = load_settings(paths.config)
         store = Store.open(paths.db)
         embedder = load_embedder(settings.embedder, paths)
-        _context = RagContext(paths, settings, store, embedder, SearchEngine(store, embedder, settings.search),
+        _context = RagContext(paths, settings, store, embedder, SearchEngine(store, embedder, settings.search, bits_in_ram=True),
                               PeopleDirectory.from_settings(settings))
         recorded = store.embedder
         if recorded and same_vectors(recorded[0], embedder.id) and recorded[1] == embedder.dimensions:

@@ -20,6 +20,7 @@ from rag_search.embedders.base import Embedder
 from rag_search.errors import QueryError
 from rag_search.records import Hit, chunk_body
 from rag_search.retrieval import keyword, vector
+from rag_search.retrieval.bit_matrix import BitMatrix
 from rag_search.retrieval.filters import Filters, SqlFilter, build_where, passing
 from rag_search.retrieval.fusion import FusedItem, Fused, fuse_chunks, fuse_items, item_ranking
 from rag_search.retrieval.rerank import Candidate, FeatureReranker, Reranker, apply_rerank, load_reranker
@@ -83,8 +84,10 @@ class SearchEngine:
     """Answers SearchRequests against one Store with one Embedder (loaded lazily by the embedder)."""
 
     def __init__(self, store: Store, embedder: Embedder | None, settings: SearchSettings | None = None,
-                 reranker: Reranker | None = None):
+                 reranker: Reranker | None = None, bits_in_ram: bool = False):
+        """bits_in_ram: keep every vector's sign bits in RAM for candidate generation (long-running servers)."""
         self.store = store
+        self.bit_matrix = BitMatrix(store) if bits_in_ram else None
         self.embedder = embedder
         self.settings = settings or SearchSettings()
         self.reranker = reranker if reranker is not None else load_reranker(self.settings)
@@ -243,6 +246,9 @@ class SearchEngine:
         conn = self.store.conn
         rest = build_where(filters.without_collections())
         vplan = vector.plan(qvec, limit, scope, coll_ids, NO_FILTER, overfetch=1 if rest.empty else OVERFETCH)
+        if rest.empty and not vplan.exact and self.bit_matrix is not None and self.bit_matrix.ready():
+            return vector.rescore(conn, qvec, self.bit_matrix.nearest(vector.query_bits(conn, qvec), vplan.k, coll_ids),
+                                  limit), False
         rows = vector.run(conn, qvec, vplan, vplan.k if not rest.empty else limit)
         if not rest.empty:
             ok = passing(conn, [cid for cid, _ in rows], rest)

@@ -65,10 +65,20 @@ def run(conn: Any, query: np.ndarray, vplan: VectorPlan, limit: int) -> list[tup
     if vplan.exact:
         rows.sort(key=lambda r: r[1])  # several partitions each return their own k
         return [(int(cid), float(d)) for cid, d in rows[:limit]]
+    return rescore(conn, query, rows, limit)
+
+
+def query_bits(conn: Any, query: np.ndarray) -> bytes:
+    """The query's sign bits exactly as sqlite-vec quantises stored vectors."""
+    return conn.execute("SELECT vec_quantize_binary(?)", (as_blob(query),)).fetchone()[0]
+
+
+def rescore(conn: Any, query: np.ndarray, rows: list, limit: int) -> list[tuple[int, float]]:
+    """Binary candidates re-ranked by their float vectors' cosine distance, at most `limit`."""
     candidates = fetch_vectors(conn, [cid for cid, _ in rows])
     if not candidates:
         return []
-    ids = list(candidates)
+    ids = sorted(candidates)
     sims = np.stack([candidates[i] for i in ids]) @ query.astype(np.float32)
-    best = np.argsort(-sims)[:limit]
+    best = np.argsort(-sims, kind="stable")[:limit]  # equal similarity: the lower chunk id first, whatever the order
     return [(ids[j], float(1.0 - sims[j])) for j in best]
