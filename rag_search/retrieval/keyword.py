@@ -164,9 +164,9 @@ def keyword_sql(where: SqlFilter, table: str = CHUNKS) -> str:
     An item passes the filters when one of its chunks does.
     """
     if table == ITEMS:
-        cond = "" if where.empty else (
-            " AND items_fts.rowid IN (SELECT c.item_id FROM chunks c JOIN items i ON i.id = c.item_id "
-            f"WHERE {where.sql})")
+        cond = "" if where.empty else (  # per matching item, one indexed probe (IN would list every passing item)
+            " AND EXISTS (SELECT 1 FROM chunks c JOIN items i ON i.id = c.item_id "
+            f"WHERE c.item_id = items_fts.rowid AND {where.sql})")
         return (f"SELECT items_fts.rowid, items_fts.rank FROM items_fts WHERE items_fts MATCH ?{cond} "
                 "ORDER BY items_fts.rank LIMIT ?")
     joins = "" if where.empty else " JOIN chunks c ON c.id = chunks_fts.rowid JOIN items i ON i.id = c.item_id"
