@@ -1,22 +1,25 @@
-"""Hybrid query latency p50/p95 at 10k and 100k chunks (synthetic text and vectors, real query embedder).
+"""Hybrid query latency p50/p95 at 10k, 100k and 1M chunks (synthetic text, real-like vectors, real query model).
 
     python bench/query_latency.py [--sizes 10000 100000 1000000] [--queries 200] [--repeats 3]
 
 Each size is measured twice: binary candidates from sqlite-vec's KNN (a one-shot CLI process) and from the sign
-bits held in RAM (what `local-rag serve` does), with semantic recall@10 against exact float KNN.
+bits held in RAM (what `local-rag serve` does), with semantic recall@10 against exact float KNN beside it.
 
-Builds (and reuses) bench/out/synthetic-N.db. Prints p50/p95 per mode and per filter shape, warm.
+Builds once and reuses bench/out/synthetic-v2-N.db (1M: ~4 GB). Text is Zipf-distributed words; vectors are
+noisy copies of real embeddings (see synthetic.py); each query's text is embedded by the real model (its cost is
+counted) and its vector is a real held-out embedding. Prints p50/p95 per mode and per filter shape, warm.
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+import zlib
 import time
 from pathlib import Path
 
 import numpy as np
-from synthetic import build, queries
+from synthetic import build, queries, real_embeddings
 
 from rag_search.embedders.builtin import BuiltinEmbedder
 from rag_search.retrieval import Filters, SearchEngine, SearchRequest
@@ -26,29 +29,39 @@ OUT = Path(__file__).parent / "out"
 
 
 class SyntheticQueryEmbedder:
-    """The real builtin model embeds the query (its cost is real); the id matches the synthetic index."""
+    """The real builtin model embeds the query (its cost is real) and a held-out real embedding is returned (the
+    index's vectors are real-like, the query text is Zipf words); the id matches the synthetic index."""
 
     id = "bench/synthetic"
     dimensions = 384
 
-    def __init__(self):
+    def __init__(self, held_out: np.ndarray):
         self.model = BuiltinEmbedder()
+        self.held_out = held_out
+
+    def vector_of(self, text: str) -> np.ndarray:
+        return self.held_out[zlib.crc32(text.encode()) % len(self.held_out)]
 
     def embed_query(self, text):
-        return self.model.embed_query(text)
+        self.model.embed_query(text)
+        return self.vector_of(text)
 
 
-def open_db(n: int) -> Store:
+def open_db(n: int, base: np.ndarray) -> Store:
     OUT.mkdir(exist_ok=True)
-    path = OUT / f"synthetic-{n}.db"
-    fresh = not path.exists()
-    store = Store.open(path)
-    if fresh:
+    path = OUT / f"synthetic-v2-{n}.db"
+    building = OUT / f"synthetic-v2-{n}.building.db"
+    if not path.exists():
+        building.unlink(missing_ok=True)
         t0 = time.perf_counter()
-        build(store, n)
-        store.conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('optimize')")
-        print(f"  built {n} chunks in {time.perf_counter() - t0:.0f}s")
-    return store
+        store = Store.open(building)
+        build(store, n, base)
+        for table in ("chunks_fts", "items_fts"):
+            store.conn.execute(f"INSERT INTO {table}({table}) VALUES ('optimize')")
+        store.close()
+        building.rename(path)  # an interrupted build is never reused
+        print(f"  built {n:,} chunks in {time.perf_counter() - t0:.0f}s ({path.stat().st_size / 1e9:.1f} GB)")
+    return Store.open(path)
 
 
 def percentiles(samples: list[float]) -> tuple[float, float]:
@@ -75,8 +88,10 @@ def main() -> None:
     ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--build-only", action="store_true", help="build the indexes and stop")
     args = ap.parse_args()
-    embedder = SyntheticQueryEmbedder()
+    base, held_out = real_embeddings(OUT)
+    embedder = SyntheticQueryEmbedder(held_out)
     qs = queries(args.queries)
     cases = [
         ("hybrid", Filters()),
@@ -87,7 +102,9 @@ def main() -> None:
         ("hybrid", Filters(date_from=1_600_000_000)),
     ]
     for n in args.sizes:
-        store = open_db(n)
+        store = open_db(n, base)
+        if args.build_only:
+            continue
         t0 = time.perf_counter()
         ram = SearchEngine(store, embedder, bits_in_ram=True)
         ram.bit_matrix.wait()
@@ -95,6 +112,8 @@ def main() -> None:
               f"sign bits read into RAM in {time.perf_counter() - t0:.1f} s")
         for label, engine in (("sqlite-vec binary KNN (CLI)", SearchEngine(store, embedder)),
                               ("bits in RAM (local-rag serve)", ram)):
+            print(f" candidates from {label}: semantic recall@10 of chunks vs exact float KNN "
+                  f"{recall(store, engine, held_out[:50]):.3f}", flush=True)
             for q in qs[:20]:  # warm caches and the model
                 engine.search(SearchRequest(q))
             print(f" candidates from {label}")
@@ -102,24 +121,23 @@ def main() -> None:
                 p50, p95 = run(engine, qs, mode, filters, args.repeats)
                 what = ", ".join(f"{k}={v}" for k, v in filters.__dict__.items() if v not in ((), None, {}, True))
                 print(f"  {mode:<8} {what or 'no filter':<28} p50 {p50:6.1f} ms   p95 {p95:6.1f} ms", flush=True)
-        print(f"  semantic recall@10 of chunks vs exact float KNN: {recall(store, embedder, ram, qs[:50]):.3f}")
         store.close()
 
 
-def recall(store: Store, embedder, engine: SearchEngine, qs: list[str]) -> float:
-    """Share of the exact top-10 chunks (float KNN over every vector) that binary candidates + rescoring find."""
-    from rag_search.retrieval import vector
+def recall(store: Store, engine: SearchEngine, qvecs: np.ndarray) -> float:
+    """Share of the exact top-10 chunks (float KNN over every vector) that the engine's vector side finds, asked
+    for what a default search asks (50 items x 3 chunks)."""
     from rag_search.store.vectors import as_blob
 
+    scope = store.conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
     found = 0
-    for q in qs:
-        qvec = embedder.embed_query(q)
+    for qvec in qvecs:
         exact = {r[0] for r in store.conn.execute(
             "SELECT chunk_id FROM chunk_vec WHERE embedding MATCH ? AND k = 10", (as_blob(qvec),))}
-        k = max(150 * vector.COARSE_FACTOR, vector.COARSE_MIN)  # what the engine asks for (50 items x 3 chunks)
-        got = vector.rescore(store.conn, qvec, engine.bit_matrix.nearest(vector.query_bits(store.conn, qvec), k), 10)
-        found += len(exact & {cid for cid, _ in got})
-    return found / (10 * len(qs))
+        with store.lock:
+            rows, _ = engine._knn(qvec, Filters(), (), 150, scope)
+        found += len(exact & {cid for cid, _ in rows[:10]})
+    return found / (10 * len(qvecs))
 
 
 if __name__ == "__main__":
