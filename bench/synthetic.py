@@ -12,8 +12,9 @@ import numpy as np
 
 from pathlib import Path
 
-from rag_search.records import Chunk, Fingerprint, ItemRef
+from rag_search.records import Chunk, Fingerprint, ItemRef, text_hash
 from rag_search.store import Store, writes
+from rag_search.store.cache import cache_vectors
 
 STOP = "the of and to a in is that for it as with was on be by this are or from at an".split()
 
@@ -72,7 +73,8 @@ class RealLikeVectors:
 def build(store: Store, n_chunks: int, base: np.ndarray, per_item: int = 10, seed: int = 7,
           embedder_id: str = "bench/synthetic", progress: bool = True) -> None:
     """n_chunks synthetic chunks (~180 words each) in items of `per_item` chunks, 5 collections; each item's
-    chunks are copies of one real embedding (one topic per item)."""
+    chunks are copies of one real embedding (one topic per item). Vectors go to the embedding cache too, as
+    indexing puts them there."""
     rng = np.random.default_rng(seed)
     vocab = vocabulary()
     dims = base.shape[1]
@@ -90,6 +92,7 @@ def build(store: Store, n_chunks: int, base: np.ndarray, per_item: int = 10, see
         vecs = gen.near(rng, int(rng.integers(0, len(base))), per_item)
         ref = ItemRef(coll, f"item{item_no}.md", f"/bench/{coll}/item{item_no}.md", "markdown")
         writes.replace_item(store, ref, Fingerprint(1, 1, "x"), f"item {item_no}", chunks, vecs)
+        cache_vectors(store, embedder_id, [(text_hash(c.vector_text), v) for c, v in zip(chunks, vecs)])
         if progress and item_no and item_no % 10_000 == 0:
             print(f"  {item_no * per_item:,} / {n_chunks:,} chunks", flush=True)
 

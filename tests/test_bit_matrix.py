@@ -57,3 +57,61 @@ def test_a_write_is_never_answered_from_a_stale_matrix(index, fake_embedder):
     add_doc(index, fake_embedder, "notes", "new.md", "zebra quokka zebra quokka")
     assert "new.md" in keys(ram, "zebra quokka")
     assert ram.bit_matrix.wait(60) and "new.md" in keys(ram, "zebra quokka")
+
+
+@pytest.fixture
+def tagged(store, fake_embedder, monkeypatch):
+    monkeypatch.setattr(vector, "EXACT_SCOPE_LIMIT", 10)
+    rng = random.Random(9)
+    for n in range(160):
+        tags = ("half",) if n % 2 else ()
+        tags += ("rare",) if n % 40 == 3 else ()
+        text = " ".join(rng.choice(WORDS) for _ in range(12))
+        add_doc(store, fake_embedder, ("notes", "mail")[n % 2], f"doc{n:03}.md", text, tags=tags, ts=1_600_000_000 + n)
+    return store
+
+
+@pytest.mark.parametrize("filters", [Filters(tags=("rare",)), Filters(tags=("half",)),
+                                     Filters(date_from=1_600_000_100), Filters(tags=("half",), collections=("mail",))])
+def test_filters_on_bits_in_ram_give_the_same_results_as_sqlite_vec(tagged, fake_embedder, filters):
+    """A selective filter (rare: 4 of 160 items) searches the filter's own chunks; a broad one (half, a date)
+    filters the unfiltered nearest."""
+    plain = SearchEngine(tagged, fake_embedder)
+    ram = SearchEngine(tagged, fake_embedder, bits_in_ram=True)
+    assert ram.bit_matrix.wait(60)
+    for query in ("zebra quokka", "kube proxy router", "lentil bread budget"):
+        got = keys(ram, query, filters=filters)
+        assert got == keys(plain, query, filters=filters), query
+        assert got
+        for key in got:
+            n = int(key[3:6])
+            assert ("rare" not in filters.tags or n % 40 == 3) and ("half" not in filters.tags or n % 2)
+            assert filters.date_from is None or n >= 100
+
+
+def test_the_matrix_orders_rows_by_collection_and_finds_them_by_chunk_id(tagged, fake_embedder):
+    from rag_search.retrieval.bit_matrix import _matrix
+
+    rows = tagged.conn.execute("SELECT chunk_id, collection_id, embedding_bits FROM chunk_vec").fetchall()
+    bits = _matrix(rows[::-1])
+    assert sorted(bits.ranges) == sorted({r[1] for r in rows})
+    for coll, (lo, hi) in bits.ranges.items():
+        assert {int(i) for i in bits.ids[lo:hi]} == {r[0] for r in rows if r[1] == coll}
+    for cid, _, _ in rows:
+        assert bits.ids[bits.row_of[cid]] == cid
+
+
+def test_a_selective_filter_searches_its_own_chunks_in_ram(tagged, fake_embedder, monkeypatch):
+    monkeypatch.setattr(vector, "COARSE_FACTOR", 0)
+    monkeypatch.setattr(vector, "COARSE_MIN", 20)  # 20 candidates: 80 unfiltered ones hold ~2 of the 4 rare items
+    plain = SearchEngine(tagged, fake_embedder)
+    ram = SearchEngine(tagged, fake_embedder, bits_in_ram=True)
+    assert ram.bit_matrix.wait(60)
+    scoped = []
+    nearest = ram.bit_matrix.nearest
+    ram.bit_matrix.nearest = lambda *a, **kw: scoped.append(kw.get("chunk_ids") is not None) or nearest(*a, **kw)
+    for query in ("zebra quokka", "kube proxy router"):
+        got = keys(ram, query, filters=Filters(tags=("rare",)))
+        assert sorted(got) == ["doc003.md", "doc043.md", "doc083.md", "doc123.md"]
+        assert got == keys(plain, query, filters=Filters(tags=("rare",)))
+    assert any(scoped)  # answered from the filter's own chunks

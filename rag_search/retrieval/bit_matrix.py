@@ -1,8 +1,8 @@
 """The sign bits of every chunk vector held in RAM by a long-running server, for Hamming candidate generation.
 
 sqlite-vec's binary KNN costs grow with k (100k chunks here: 11 ms at k=100, 36 ms at k=300, 145 ms at k=900);
-XOR + popcount over the same bits in a numpy matrix takes ~9 ms at 100k for any k (48 bytes a chunk: 48 MB at
-1M chunks). Loading reads every row of the vector table (about 1 s per 100k chunks), so only processes that
+XOR + popcount over the same bits held column by column in numpy takes ~9 ms at 1M for any k (48 bytes a chunk:
+48 MB at 1M chunks, plus 16 bytes of ids and row numbers). Loading reads every row of the vector table (about 1 s per 100k chunks), so only processes that
 answer many queries use it (`local-rag serve`, the search socket), loading in a background thread while
 queries keep using sqlite-vec.
 
@@ -22,9 +22,21 @@ import numpy as np
 
 @dataclass
 class _Bits:
-    ids: np.ndarray  # chunk ids
-    collections: np.ndarray  # collection id per row
-    words: np.ndarray  # uint64 [rows, dims / 64], the sign bits as sqlite-vec stores them
+    """Rows sorted by collection (a collection is a contiguous range), bits stored column by column: XOR +
+    popcount over contiguous uint64 columns is ~5x faster than over [rows, 6] (1M rows: ~9 ms vs ~43 ms)."""
+
+    ids: np.ndarray  # chunk id per row
+    columns: np.ndarray  # uint64 [dims / 64, rows]: the sign bits as sqlite-vec stores them, one word column each
+    ranges: dict[int, tuple[int, int]]  # collection id -> its rows [start, end)
+    row_of: np.ndarray  # chunk id -> row (-1: no such chunk)
+
+    def distances(self, q: np.ndarray, rows: slice | np.ndarray) -> np.ndarray:
+        """Hamming distance of the query bits to the given rows (uint16)."""
+        cols = self.columns
+        d = np.bitwise_count(cols[0][rows] ^ q[0]).astype(np.uint16)
+        for j in range(1, len(cols)):
+            d += np.bitwise_count(cols[j][rows] ^ q[j])
+        return d
 
 
 class BitMatrix:
@@ -62,22 +74,37 @@ class BitMatrix:
             time.sleep(0.05)
         return False
 
-    def nearest(self, query_bits: bytes, k: int, collection_ids: tuple[int, ...] = ()) -> list[tuple[int, int]]:
-        """(chunk id, Hamming distance) of the k nearest rows (in the collections, if given), nearest first."""
+    def nearest(self, query_bits: bytes, k: int, collection_ids: tuple[int, ...] = (),
+                chunk_ids: np.ndarray | None = None) -> list[tuple[int, int]]:
+        """(chunk id, Hamming distance) of the k nearest rows, nearest first: among `chunk_ids` if given, else in
+        the collections if given, else among all."""
         bits = self._bits
         assert bits is not None
         q = np.frombuffer(query_bits, dtype=np.uint8).view(np.uint64)
-        dist = np.bitwise_count(np.bitwise_xor(bits.words, q)).sum(axis=1, dtype=np.int32)
-        rows = np.arange(len(dist))
-        if collection_ids:
-            rows = np.flatnonzero(np.isin(bits.collections, collection_ids))
-            dist = dist[rows]
-        if len(dist) > k:
-            part = np.argpartition(dist, k)[:k]
+        if chunk_ids is not None:
+            ids = np.asarray(chunk_ids, dtype=np.int64)
+            ids = ids[(ids >= 0) & (ids < len(bits.row_of))]
+            rows = bits.row_of[ids]
+            rows = rows[rows >= 0]
+            if collection_ids:
+                keep = np.zeros(len(rows), dtype=bool)
+                for c in collection_ids:
+                    lo, hi = bits.ranges.get(c, (0, 0))
+                    keep |= (rows >= lo) & (rows < hi)
+                rows = rows[keep]
+            dist = bits.distances(q, rows)
+        elif collection_ids:
+            spans = [bits.ranges[c] for c in collection_ids if c in bits.ranges]
+            rows = np.concatenate([np.arange(lo, hi) for lo, hi in spans]) if spans else np.zeros(0, dtype=np.int64)
+            dist = np.concatenate([bits.distances(q, slice(lo, hi)) for lo, hi in spans]) if spans \
+                else np.zeros(0, dtype=np.uint16)
         else:
-            part = np.arange(len(dist))
-        order = part[np.argsort(dist[part], kind="stable")]
-        return [(int(bits.ids[rows[j]]), int(dist[j])) for j in order]
+            rows = None
+            dist = bits.distances(q, slice(0, len(bits.ids)))
+        part = np.argpartition(dist, k)[:k] if len(dist) > k else np.arange(len(dist))
+        order = part[np.lexsort((part, dist[part]))]  # equal distance: the lower row first, whatever the order
+        picked = order if rows is None else rows[order]
+        return [(int(bits.ids[r]), int(dist[j])) for r, j in zip(picked, order)]
 
     def _load(self, stamp: tuple[int, int]) -> None:
         from rag_search.store.connection import connect
@@ -88,16 +115,31 @@ class BitMatrix:
                 rows = conn.execute("SELECT chunk_id, collection_id, embedding_bits FROM chunk_vec").fetchall()
             finally:
                 conn.close()
-            n = len(rows)
-            ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=n)
-            colls = np.fromiter((r[1] for r in rows), dtype=np.int64, count=n)
-            raw = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.uint8)
-            words = raw.reshape(n, -1).view(np.uint64) if n else np.zeros((0, 1), dtype=np.uint64)
+            bits = _matrix(rows)
             with self.store.lock:
                 if self.stamp() == stamp:  # nothing was written while reading: the matrix is current
-                    self._bits, self._stamp = _Bits(ids, colls, words), stamp
+                    self._bits, self._stamp = bits, stamp
         except Exception:  # the database is busy or gone: queries keep using sqlite-vec
             pass
         finally:
             with self._lock:
                 self._loading = False
+
+
+def _matrix(rows: list) -> _Bits:
+    n = len(rows)
+    ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=n)
+    colls = np.fromiter((r[1] for r in rows), dtype=np.int64, count=n)
+    raw = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.uint8)
+    words = raw.reshape(n, -1).view(np.uint64) if n else np.zeros((0, 1), dtype=np.uint64)
+    order = np.lexsort((ids, colls))
+    ids, colls = ids[order], colls[order]
+    columns = np.ascontiguousarray(words[order].T)
+    ranges: dict[int, tuple[int, int]] = {}
+    if n:
+        starts = np.flatnonzero(np.r_[True, colls[1:] != colls[:-1]])
+        ends = np.r_[starts[1:], n]
+        ranges = {int(colls[a]): (int(a), int(b)) for a, b in zip(starts, ends)}
+    row_of = np.full(int(ids.max()) + 1 if n else 1, -1, dtype=np.int64)
+    row_of[ids] = np.arange(n)
+    return _Bits(ids, columns, ranges, row_of)

@@ -19,7 +19,8 @@ def related_items(store: Store, item_id: int, top_k: int = 10) -> dict[str, Any]
         conn = store.conn
         chunk_ids = [r[0] for r in conn.execute("SELECT id FROM chunks WHERE item_id = ?", (item_id,))]
         similar: list[dict[str, Any]] = []
-        vecs = fetch_vectors(conn, chunk_ids) if store.embedder else {}
+        recorded = store.embedder
+        vecs = fetch_vectors(conn, chunk_ids, recorded[0]) if recorded else {}
         if vecs:
             centre = np.mean(np.stack(list(vecs.values())), axis=0)
             centre /= np.linalg.norm(centre) or 1.0

@@ -89,7 +89,8 @@ def _fill_distances(store: Any, query: np.ndarray, candidates: list[Candidate]) 
     from rag_search.store.vectors import fetch_vectors
 
     missing = [c.chunk_id for c in candidates if c.distance is None and c.chunk_id is not None]
-    vecs = fetch_vectors(store.conn, missing) if missing else {}
+    recorded = store.embedder
+    vecs = fetch_vectors(store.conn, missing, recorded[0] if recorded else None) if missing else {}
     for c in candidates:
         if c.distance is None and c.chunk_id in vecs:
             c.distance = float(1.0 - vecs[c.chunk_id] @ query.astype(np.float32))

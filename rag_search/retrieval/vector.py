@@ -59,13 +59,14 @@ def plan(query: np.ndarray, limit: int, scope_size: int, collection_ids: tuple[i
     return VectorPlan(sql, tuple(params), exact, k)
 
 
-def run(conn: Any, query: np.ndarray, vplan: VectorPlan, limit: int) -> list[tuple[int, float]]:
+def run(conn: Any, query: np.ndarray, vplan: VectorPlan, limit: int,
+        embedder_id: str | None = None) -> list[tuple[int, float]]:
     """(chunk_id, cosine distance) nearest first, at most `limit`."""
     rows = conn.execute(vplan.sql, vplan.params).fetchall()
     if vplan.exact:
         rows.sort(key=lambda r: r[1])  # several partitions each return their own k
         return [(int(cid), float(d)) for cid, d in rows[:limit]]
-    return rescore(conn, query, rows, limit)
+    return rescore(conn, query, rows, limit, embedder_id)
 
 
 def query_bits(conn: Any, query: np.ndarray) -> bytes:
@@ -73,9 +74,10 @@ def query_bits(conn: Any, query: np.ndarray) -> bytes:
     return conn.execute("SELECT vec_quantize_binary(?)", (as_blob(query),)).fetchone()[0]
 
 
-def rescore(conn: Any, query: np.ndarray, rows: list, limit: int) -> list[tuple[int, float]]:
+def rescore(conn: Any, query: np.ndarray, rows: list, limit: int,
+            embedder_id: str | None = None) -> list[tuple[int, float]]:
     """Binary candidates re-ranked by their float vectors' cosine distance, at most `limit`."""
-    candidates = fetch_vectors(conn, [cid for cid, _ in rows])
+    candidates = fetch_vectors(conn, [cid for cid, _ in rows], embedder_id)
     if not candidates:
         return []
     ids = sorted(candidates)
