@@ -115,3 +115,18 @@ def test_a_selective_filter_searches_its_own_chunks_in_ram(tagged, fake_embedder
         assert sorted(got) == ["doc003.md", "doc043.md", "doc083.md", "doc123.md"]
         assert got == keys(plain, query, filters=Filters(tags=("rare",)))
     assert any(scoped)  # answered from the filter's own chunks
+
+
+def test_unpacked_signs_are_the_stored_vectors_signs(tagged):
+    """The asymmetric step reads sqlite-vec's bit order right: each row's signs equal its float vector's."""
+    import numpy as np
+
+    from rag_search.retrieval.bit_matrix import _matrix
+    from rag_search.store.vectors import from_blob
+
+    rows = tagged.conn.execute("SELECT chunk_id, collection_id, embedding_bits FROM chunk_vec").fetchall()
+    floats = dict(tagged.conn.execute("SELECT chunk_id, embedding FROM chunk_vec").fetchall())
+    bits = _matrix(rows)
+    signs = bits.signs(np.arange(len(bits.ids)))
+    for r, cid in enumerate(bits.ids):
+        assert np.array_equal(signs[r], np.where(from_blob(floats[int(cid)]) > 0, 1.0, -1.0))
