@@ -83,7 +83,10 @@ def build_where(filters: Filters, collection_ids: tuple[int, ...] = ()) -> SqlFi
     for tag in filters.tags:
         t = tag.strip().lstrip("#").lower()
         # '#a' matches 'a' and nested 'a/...': the range ('a/', 'a0') holds exactly the strings 'a/...'.
-        add(_facet_in("f.name = 'tag' AND (f.value = ? OR (f.value > ? AND f.value < ?))"), t, t + "/", t + "0")
+        # Two index ranges, not one OR: with the OR SQLite reads every tag row (234 ms for a 2% tag at 1M chunks).
+        add("c.id IN (SELECT f.chunk_id FROM chunk_facets f WHERE f.name = 'tag' AND f.value = ? UNION ALL "
+            "SELECT f.chunk_id FROM chunk_facets f WHERE f.name = 'tag' AND f.value > ? AND f.value < ?)",
+            t, t + "/", t + "0")
     if filters.path_prefix:
         prefix = _expand_path(filters.path_prefix)
         add("(substr(i.uri, 1, ?) = ? OR substr(i.key, 1, ?) = ?)", len(prefix), prefix, len(filters.path_prefix), filters.path_prefix)

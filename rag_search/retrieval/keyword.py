@@ -11,8 +11,9 @@ Two indexes answer the same expression: chunks_fts (passages) and items_fts (eac
 so a query whose words fall into different chunks of one item still matches it as a whole).
 
 On large indexes, words that occur in very many chunks (a corpus-specific stopword list) are dropped
-from the OR when rarer words are present: they add almost nothing to BM25 yet make FTS5 score most
-of the index. If every word is that common, all of them are required (AND), and OR is the fallback.
+from the OR when rarer words are present: they add little to BM25 yet make FTS5 score most of the index.
+If every word is that common, all of them are required (AND), and OR is the fallback when the AND finds
+too few (unless the OR would rank most of the index: then the AND's rows stand).
 """
 
 from __future__ import annotations
@@ -85,12 +86,16 @@ def match_expression(terms: list[Term]) -> str | None:
     return " OR ".join(t.fts() for t in terms)
 
 
-COMMON_MIN_DOCS = 5_000  # a word is "common" if it is in more chunks than this
-COMMON_FRACTION = 0.05  # ... and in more than this share of all chunks
+# A word is "common" when it is in more rows than this (on indexes of more rows). FTS5 scores every row that
+# matches a MATCH ... ORDER BY rank (~2.5 us a row at 1M chunks), so this bounds a query's cost whatever the index
+# size: up to 100k chunks it is the 5% it used to be; at 1M a 5% threshold let words of 50k rows in (p95 ~400 ms).
+COMMON_MIN_DOCS = 5_000
 UNRANKABLE_FRACTION = 0.2  # all-common words matching more than this share: no keyword ranking in hybrid
+RANK_BUDGET = 20_000  # ... or more rows than this (their AND, estimated): the vector side carries the query
 
 
 CHUNKS, ITEMS = "chunks_fts", "items_fts"
+PROBE_MAX = 200  # up to this many chunks, the best chunk of an item is found by probing each of them
 
 
 @dataclass
@@ -113,7 +118,7 @@ def search(conn: Any, terms: list[Term], where: SqlFilter, limit: int, n_total: 
     run = KeywordRun()
     if not terms:
         return run
-    threshold = max(COMMON_MIN_DOCS, COMMON_FRACTION * n_total)
+    threshold = COMMON_MIN_DOCS
     common = []
     if n_total > COMMON_MIN_DOCS:
         common = [t for t in terms if not (t.phrase or t.prefix) and _df(conn, t, df_cache, table) > threshold]
@@ -125,13 +130,15 @@ def search(conn: Any, terms: list[Term], where: SqlFilter, limit: int, n_total: 
         share = 1.0
         for t in common:
             share *= df_cache[_df_key(t, table)] / n_total
-        if may_skip and share > UNRANKABLE_FRACTION:
+        if may_skip and (share > UNRANKABLE_FRACTION or share * n_total > RANK_BUDGET):
             run.dropped = [t.text for t in common]
             return run
         run.expression = " AND ".join(t.fts() for t in common)
         _fill(run, conn.execute(sql, (run.expression, *where.params, limit)))
         if len(run.ids) >= limit:
             return run
+        if run.ids and sum(df_cache[_df_key(t, table)] for t in common) > RANK_BUDGET * 5:
+            return run  # the OR of very common words would rank most of the index for a few more rows
         run.expression = match_expression(terms)
     _fill(run, conn.execute(sql, (run.expression, *where.params, limit)))
     return run
@@ -202,6 +209,17 @@ def best_chunks(conn: Any, item_ids: list[int], expression: str | None, where: S
     out: dict[int, int] = {}
     cond = "" if where.empty else f" AND {where.sql}"
     items = json.dumps(item_ids)
+    chunks = conn.execute(f"SELECT c.id, c.item_id FROM chunks c JOIN items i ON i.id = c.item_id WHERE c.item_id IN "
+                          f"(SELECT value FROM json_each(?)){cond} ORDER BY c.id", (items, *where.params)).fetchall()
+    if expression and len(chunks) <= PROBE_MAX:
+        # A few items: score their own chunks (one indexed probe each, ~0.3 ms) rather than rank every chunk of the
+        # index that matches (seconds for common words at 1M chunks).
+        best: dict[int, float] = {}
+        for chunk, item in chunks:
+            row = conn.execute(f"SELECT rank FROM {CHUNKS} WHERE {CHUNKS} MATCH ? AND rowid = ?", (expression, chunk)).fetchone()
+            if row is not None and (item not in best or row[0] < best[item]):
+                best[item], out[item] = row[0], chunk
+        expression = None
     if expression:
         rows = conn.execute(
             "SELECT c.item_id, chunks_fts.rowid FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid "
