@@ -1,0 +1,79 @@
+"""Keyword cost bounds on large indexes (thresholds scaled down so a small real index shows them): common words
+leave the OR, an all-common query is skipped in hybrid when its AND would rank too many rows, and an item's best
+chunk is found by probing its chunks with the same BM25 as ranking the whole index."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import add_doc
+
+from rag_search.retrieval import SearchEngine, SearchRequest, keyword
+from rag_search.retrieval.filters import SqlFilter
+
+EVERY = SqlFilter("1", ())
+
+
+@pytest.fixture
+def index(store, fake_embedder, monkeypatch):
+    monkeypatch.setattr(keyword, "COMMON_MIN_DOCS", 20)
+    for n in range(60):
+        words = ["alpha"] + (["beta"] if n % 2 else []) + (["gamma"] if n % 3 == 0 else []) + (["zircon"] if n == 7 else [])
+        add_doc(store, fake_embedder, "notes", f"n{n:02}.md", " ".join(words + [f"filler{n}"]))
+    return store
+
+
+def run(store, query, may_skip=False, limit=10):
+    n = store.conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
+    return keyword.search(store.conn, keyword.parse_terms(query), EVERY, limit, n, {}, may_skip=may_skip)
+
+
+def test_common_words_leave_the_or_when_a_rarer_word_is_there(index):
+    got = run(index, "alpha beta zircon")
+    assert got.expression == '"zircon"' and sorted(got.dropped) == ["alpha", "beta"]
+    assert got.ids == [index.conn.execute("SELECT c.id FROM chunks c JOIN items i ON i.id = c.item_id "
+                                          "WHERE i.key = 'n07.md'").fetchone()[0]]
+
+
+def test_all_common_words_are_ranked_together_or_skipped_in_hybrid_past_the_budget(index, monkeypatch):
+    got = run(index, "alpha beta", limit=5)
+    assert got.expression == '"alpha" AND "beta"' and len(got.ids) == 5
+    monkeypatch.setattr(keyword, "UNRANKABLE_FRACTION", 0.9)
+    assert run(index, "alpha beta", may_skip=True).ids  # 30 of 60 rows: under both limits, ranked
+    monkeypatch.setattr(keyword, "RANK_BUDGET", 10)
+    skipped = run(index, "alpha beta", may_skip=True)
+    assert skipped.ids == [] and skipped.expression is None and sorted(skipped.dropped) == ["alpha", "beta"]
+
+
+def test_the_or_fallback_is_left_out_when_it_would_rank_most_of_the_index(index, monkeypatch):
+    assert len(run(index, "alpha beta", limit=50).ids) == 50  # the AND finds 30: the OR adds the rest
+    monkeypatch.setattr(keyword, "RANK_BUDGET", 5)
+    got = run(index, "alpha beta", limit=50)
+    assert got.expression == '"alpha" AND "beta"' and len(got.ids) == 30
+
+
+def test_probing_an_items_chunks_picks_the_same_chunk_as_ranking_the_index(store, fake_embedder, monkeypatch):
+    from rag_search.indexing import ParsedItem, write_items
+    from rag_search.records import Chunk, Fingerprint, ItemRef
+    from rag_search.store import writes
+
+    writes.ensure_collection(store, "c")
+    items = []
+    for n in range(12):
+        texts = [f"part one of {n} about ferries", f"harbour ferry timetable {n} ferry ferry", f"lentils {n}"]
+        items.append(ParsedItem(ItemRef("c", f"i{n}.md", f"/c/i{n}.md", "markdown"), Fingerprint(1, 1, str(n)),
+                                f"I{n}", [Chunk(j, t) for j, t in enumerate(texts)]))
+    write_items(store, fake_embedder, items)
+    ids = [r[0] for r in store.conn.execute("SELECT id FROM items ORDER BY id")]
+    expr = '"ferry" OR "timetable"'
+    probed = keyword.best_chunks(store.conn, ids, expr, EVERY)
+    monkeypatch.setattr(keyword, "PROBE_MAX", 0)
+    ranked = keyword.best_chunks(store.conn, ids, expr, EVERY)
+    assert probed == ranked and len(probed) == 12
+    idx = dict(store.conn.execute("SELECT id, idx FROM chunks"))
+    assert {idx[c] for c in probed.values()} == {1}
+
+
+def test_a_hybrid_search_with_only_common_words_still_answers_from_the_vector_side(index, fake_embedder, monkeypatch):
+    monkeypatch.setattr(keyword, "RANK_BUDGET", 5)
+    result = SearchEngine(index, fake_embedder).search(SearchRequest("alpha beta", mode="hybrid"))
+    assert result.hits and sorted(result.keyword_dropped) == ["alpha", "beta"]
