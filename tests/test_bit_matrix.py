@@ -130,3 +130,14 @@ def test_unpacked_signs_are_the_stored_vectors_signs(tagged):
     signs = bits.signs(np.arange(len(bits.ids)))
     for r, cid in enumerate(bits.ids):
         assert np.array_equal(signs[r], np.where(from_blob(floats[int(cid)]) > 0, 1.0, -1.0))
+
+
+def test_sign_scores_by_table_equal_the_dot_product_with_unpacked_signs(tagged):
+    import numpy as np
+
+    from rag_search.retrieval.bit_matrix import _matrix
+
+    bits = _matrix(tagged.conn.execute("SELECT chunk_id, collection_id, embedding_bits FROM chunk_vec").fetchall())
+    rows = np.arange(len(bits.ids))[::3]
+    q = np.random.default_rng(1).standard_normal(bits.columns.shape[0] * 64).astype(np.float32)
+    assert np.allclose(bits.sign_scores(rows, q), bits.signs(rows) @ q, atol=1e-3)
