@@ -2,7 +2,7 @@
 
 sqlite-vec's binary KNN costs grow with k (100k chunks here: 11 ms at k=100, 36 ms at k=300, 145 ms at k=900);
 XOR + popcount over the same bits held column by column in numpy takes ~9 ms at 1M for any k (48 bytes a chunk:
-48 MB at 1M chunks, plus 16 bytes of ids and row numbers). Loading reads every row of the vector table (about 1 s per 100k chunks), so only processes that
+48 MB at 1M chunks, plus 24 bytes of ids and row numbers). Loading reads every row of the vector table (about 1 s per 100k chunks), so only processes that
 answer many queries use it (`local-rag serve`, the search socket), loading in a background thread while
 queries keep using sqlite-vec.
 
@@ -35,7 +35,15 @@ class _Bits:
     ids: np.ndarray  # chunk id per row
     columns: np.ndarray  # uint64 [dims / 64, rows]: the sign bits as sqlite-vec stores them, one word column each
     ranges: dict[int, tuple[int, int]]  # collection id -> its rows [start, end)
-    row_of: np.ndarray  # chunk id -> row (-1: no such chunk)
+    sorted_ids: np.ndarray  # every chunk id, ascending (ids grow with churn: no array indexed by id)
+    sorted_rows: np.ndarray  # the row of each of sorted_ids
+
+    def rows_of(self, chunk_ids: np.ndarray) -> np.ndarray:
+        """The rows of those chunk ids that are in the matrix."""
+        if not len(self.sorted_ids):
+            return np.zeros(0, dtype=np.int64)
+        pos = np.searchsorted(self.sorted_ids, chunk_ids).clip(0, len(self.sorted_ids) - 1)
+        return self.sorted_rows[pos[self.sorted_ids[pos] == chunk_ids]]
 
     def distances(self, q: np.ndarray, rows: slice | np.ndarray) -> np.ndarray:
         """Hamming distance of the query bits to the given rows (uint16)."""
@@ -108,10 +116,7 @@ class BitMatrix:
         assert bits is not None
         q = np.frombuffer(query_bits, dtype=np.uint8).view(np.uint64)
         if chunk_ids is not None:
-            ids = np.asarray(chunk_ids, dtype=np.int64)
-            ids = ids[(ids >= 0) & (ids < len(bits.row_of))]
-            rows = bits.row_of[ids]
-            rows = rows[rows >= 0]
+            rows = bits.rows_of(np.asarray(chunk_ids, dtype=np.int64))
             if collection_ids:
                 keep = np.zeros(len(rows), dtype=bool)
                 for c in collection_ids:
@@ -170,6 +175,5 @@ def _matrix(rows: list) -> _Bits:
         starts = np.flatnonzero(np.r_[True, colls[1:] != colls[:-1]])
         ends = np.r_[starts[1:], n]
         ranges = {int(colls[a]): (int(a), int(b)) for a, b in zip(starts, ends)}
-    row_of = np.full(int(ids.max()) + 1 if n else 1, -1, dtype=np.int64)
-    row_of[ids] = np.arange(n)
-    return _Bits(ids, columns, ranges, row_of)
+    by_id = np.argsort(ids, kind="stable")
+    return _Bits(ids, columns, ranges, ids[by_id], by_id)
