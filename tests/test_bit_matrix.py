@@ -143,3 +143,13 @@ def test_sign_scores_by_table_equal_the_dot_product_with_unpacked_signs(tagged):
     rows = np.arange(len(bits.ids))[::3]
     q = np.random.default_rng(1).standard_normal(bits.columns.shape[0] * 64).astype(np.float32)
     assert np.allclose(bits.sign_scores(rows, q), bits.signs(rows) @ q, atol=1e-3)
+
+
+def test_a_collection_named_twice_is_searched_once(tagged, fake_embedder):
+    ram = SearchEngine(tagged, fake_embedder, bits_in_ram=True)
+    assert ram.bit_matrix.wait(60)
+    once = keys(ram, "zebra quokka", filters=Filters(collections=("mail",)))
+    assert keys(ram, "zebra quokka", filters=Filters(collections=("mail", "mail"))) == once
+    coll = tagged.conn.execute("SELECT id FROM collections WHERE name = 'mail'").fetchone()[0]
+    near = ram.bit_matrix.nearest(b"\0" * 48, 30, (coll, coll))
+    assert len({cid for cid, _ in near}) == len(near) == 30

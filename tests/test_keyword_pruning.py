@@ -29,7 +29,8 @@ def run(store, query, may_skip=False, limit=10):
 
 def test_common_words_leave_the_or_when_a_rarer_word_is_there(index):
     got = run(index, "alpha beta zircon")
-    assert got.expression == '"zircon"' and sorted(got.dropped) == ["alpha", "beta"]
+    assert got.expression == '"zircon"' and sorted(got.dropped) == ["alpha", "beta"] and got.rare
+    assert not run(index, "alpha beta").rare and not run(index, '"alpha filler7" zircon').rare
     assert got.ids == [index.conn.execute("SELECT c.id FROM chunks c JOIN items i ON i.id = c.item_id "
                                           "WHERE i.key = 'n07.md'").fetchone()[0]]
 
@@ -65,9 +66,8 @@ def test_probing_an_items_chunks_picks_the_same_chunk_as_ranking_the_index(store
     write_items(store, fake_embedder, items)
     ids = [r[0] for r in store.conn.execute("SELECT id FROM items ORDER BY id")]
     expr = '"ferry" OR "timetable"'
-    probed = keyword.best_chunks(store.conn, ids, expr, EVERY)
-    monkeypatch.setattr(keyword, "PROBE_MAX", 0)
-    ranked = keyword.best_chunks(store.conn, ids, expr, EVERY)
+    probed = keyword.best_chunks(store.conn, ids, expr, EVERY, probe=True)
+    ranked = keyword.best_chunks(store.conn, ids, expr, EVERY, probe=False)
     assert probed == ranked and len(probed) == 12
     idx = dict(store.conn.execute("SELECT id, idx FROM chunks"))
     assert {idx[c] for c in probed.values()} == {1}

@@ -157,3 +157,23 @@ def test_the_cache_moves_to_a_rowid_table_and_keeps_every_vector(tmp_path, monke
     pages = store.conn.execute("SELECT count(*) FROM dbstat WHERE name = 'embedding_cache'").fetchone()[0]
     assert pages * 2 < old_pages, (pages, old_pages)
     store.close()
+
+
+def test_rescoring_reads_vectors_cached_under_an_equivalent_embedder(store):
+    """An index built by the shipped model keeps its cache rows under that id; the derived model's searches read them."""
+    import numpy as np
+
+    from rag_search.records import text_hash
+    from rag_search.store.cache import cache_vectors
+    from rag_search.store.vectors import fetch_vectors
+
+    store.bind_embedder("builtin/all-MiniLM-L6-v2-int8", 384)
+    writes.ensure_collection(store, "c")
+    v = np.random.default_rng(2).standard_normal((1, 384)).astype(np.float32)
+    v /= np.linalg.norm(v)
+    chunk = Chunk(0, "a cached text")
+    writes.replace_item(store, ItemRef("c", "a.md", "/a.md", "markdown"), Fingerprint(1, 1, "x"), "A", [chunk], v)
+    cache_vectors(store, "builtin/all-MiniLM-L6-v2-int8", [(text_hash(chunk.vector_text), v[0])])
+    cid = store.conn.execute("SELECT id FROM chunks").fetchone()[0]
+    store.conn.execute("DELETE FROM chunk_vec")  # only the cache can answer now
+    assert np.array_equal(fetch_vectors(store.conn, [cid], "builtin/all-MiniLM-L6-v2-int8pc")[cid], v[0])

@@ -115,6 +115,7 @@ class BitMatrix:
         bits = self._bits
         assert bits is not None
         q = np.frombuffer(query_bits, dtype=np.uint8).view(np.uint64)
+        collection_ids = tuple(dict.fromkeys(collection_ids))  # a collection named twice is still searched once
         if chunk_ids is not None:
             rows = bits.rows_of(np.asarray(chunk_ids, dtype=np.int64))
             if collection_ids:

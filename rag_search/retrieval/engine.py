@@ -75,6 +75,7 @@ class SearchResult:
     request: SearchRequest
     keyword_expression: str | None = None
     keyword_dropped: list[str] = field(default_factory=list)  # common words left out of the MATCH
+    keyword_rare: bool = False  # the MATCH holds rare words only (cheap to evaluate row by row)
     vector_plan: str | None = None  # "exact" or "binary+rescore"
     chunks_in_index: int = 0
     reranker: str | None = None  # the reranker that ordered the top, if one ran
@@ -169,7 +170,7 @@ class SearchEngine:
 
     def _collection_ids(self, names: tuple[str, ...]) -> tuple[int, ...]:
         ids = []
-        for name in names:
+        for name in dict.fromkeys(names):
             row = self.store.conn.execute("SELECT id FROM collections WHERE name = ?", (name,)).fetchone()
             if row is None:
                 raise QueryError(f"No collection named '{name}'. {self.store.known_collections_hint()}")
@@ -207,7 +208,7 @@ class SearchEngine:
         where = build_where(filters, coll_ids)
         hybrid = result.request.mode == "hybrid"
         run = self._keyword_chunks(terms, where, limit * CHUNK_DEPTH, n_chunks, hybrid)
-        result.keyword_expression, result.keyword_dropped = run.expression, run.dropped
+        result.keyword_expression, result.keyword_dropped, result.keyword_rare = run.expression, run.dropped, run.rare
         got.chunk_rankings["keyword_chunks"] = run.ids
         n_items = conn.execute("SELECT count(*) FROM items").fetchone()[0]
         items = keyword.search(conn, terms, where, limit, n_items, self._df_cache, may_skip=hybrid, table=keyword.ITEMS)
@@ -259,7 +260,7 @@ class SearchEngine:
         conn = self.store.conn
         rest = build_where(filters.without_collections())
         vplan = vector.plan(qvec, limit, scope, coll_ids, NO_FILTER, overfetch=1 if rest.empty else OVERFETCH)
-        eid = self.embedder.id if self.embedder is not None else None
+        eid = recorded_embedder(conn)[0]  # the cache holds vectors under the id that indexed them (or its equal)
         if not vplan.exact and self.bit_matrix is not None and self.bit_matrix.ready():
             return self._knn_bits(qvec, rest, coll_ids, limit, vplan.k, eid), False
         rows = vector.run(conn, qvec, vplan, vplan.k if not rest.empty else limit, eid)
@@ -345,7 +346,8 @@ class SearchEngine:
         if not todo:
             return
         expr = result.keyword_expression or keyword.match_expression(terms)
-        best = keyword.best_chunks(self.store.conn, [i.item_id for i in todo], expr, build_where(filters))
+        best = keyword.best_chunks(self.store.conn, [i.item_id for i in todo], expr, build_where(filters),
+                                   probe=result.keyword_rare)
         for item in todo:
             item.chunk_id = best.get(item.item_id)
 

@@ -76,6 +76,11 @@ def same_vectors(a: str, b: str) -> bool:
     return a == b or any({a, b} <= group for group in EQUIVALENT)
 
 
+def equal_ids(embedder_id: str) -> list[str]:
+    """The id and those of embedders whose vectors are interchangeable with its own."""
+    return [embedder_id, *sorted(i for group in EQUIVALENT if embedder_id in group for i in group if i != embedder_id)]
+
+
 def check_embedder(conn: Any, embedder_id: str, dims: int, db_path: str) -> None:
     """Refuse an embedder other than the one the index was built with (or one whose vectors equal its own)."""
     recorded = recorded_embedder(conn)
@@ -102,17 +107,18 @@ def insert_vectors(conn: Any, rows: Iterable[tuple[int, int, np.ndarray]]) -> No
 def fetch_vectors(conn: Any, chunk_ids: Sequence[int], embedder_id: str | None = None) -> dict[int, np.ndarray]:
     """Float vectors of some chunks.
 
-    With the embedder's id they are read from the embedding cache (a B-tree lookup by the chunk's content hash:
+    With the id the index records they are read from the embedding cache (under that id or an equivalent one) (a B-tree lookup by the chunk's content hash:
     ~10 us); the chunks it lacks (vectors of an equivalent embedder, a pruned cache) and every chunk when no id
     is given are read from vec0, whose point lookup walks the overflow pages of a 1,024-vector block (~0.15 ms
     each at 100k chunks, ~0.5 ms at 1M: 300 rescoring candidates cost 45-150 ms that way).
     """
     out: dict[int, np.ndarray] = {}
     if embedder_id and chunk_ids:
+        ids = equal_ids(embedder_id)
         rows = conn.execute(
-            "SELECT c.id, e.vector FROM chunks c JOIN embedding_cache e ON e.embedder_id = ? "
+            f"SELECT c.id, e.vector FROM chunks c JOIN embedding_cache e ON e.embedder_id IN ({','.join('?' * len(ids))}) "
             "AND e.text_hash = c.content_hash WHERE c.id IN (SELECT value FROM json_each(?))",
-            (embedder_id, json.dumps([int(c) for c in chunk_ids])))
+            (*ids, json.dumps([int(c) for c in chunk_ids])))
         out.update((cid, from_blob(v)) for cid, v in rows)
     for cid in chunk_ids:
         if cid in out:
