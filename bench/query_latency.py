@@ -103,6 +103,8 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--build-only", action="store_true", help="build the indexes and stop")
+    ap.add_argument("--paths", nargs="+", choices=("sqlite", "ram"), default=["sqlite", "ram"],
+                    help="candidates from sqlite-vec (a one-shot CLI) and/or the bits in RAM (local-rag serve)")
     args = ap.parse_args()
     base, held_out = real_embeddings(OUT)
     embedder = SyntheticQueryEmbedder(held_out)
@@ -124,8 +126,9 @@ def main() -> None:
         ram.bit_matrix.wait()
         print(f"\n{n:,} chunks ({args.queries} queries x {args.repeats} repeats, median of per-repeat percentiles); "
               f"sign bits read into RAM in {time.perf_counter() - t0:.1f} s")
-        for label, engine in (("sqlite-vec binary KNN (CLI)", SearchEngine(store, embedder)),
-                              ("bits in RAM (local-rag serve)", ram)):
+        engines = {"sqlite": ("sqlite-vec binary KNN (CLI)", SearchEngine(store, embedder)),
+                   "ram": ("bits in RAM (local-rag serve)", ram)}
+        for label, engine in (engines[p] for p in args.paths):
             print(f" candidates from {label}: semantic recall@10 of chunks vs exact float KNN "
                   f"{recall(store, engine, held_out[:50]):.3f}", flush=True)
             for q in qs[:20]:  # warm caches and the model

@@ -153,3 +153,16 @@ def test_a_collection_named_twice_is_searched_once(tagged, fake_embedder):
     coll = tagged.conn.execute("SELECT id FROM collections WHERE name = 'mail'").fetchone()[0]
     near = ram.bit_matrix.nearest(b"\0" * 48, 30, (coll, coll))
     assert len({cid for cid, _ in near}) == len(near) == 30
+
+
+def test_the_k_smallest_distances_by_histogram_match_a_full_sort():
+    import numpy as np
+
+    from rag_search.retrieval.bit_matrix import _smallest
+
+    rng = np.random.default_rng(3)
+    for n, k in ((1000, 10), (1000, 999), (50, 50), (50, 80), (5000, 300)):
+        dist = rng.integers(0, 40, size=n).astype(np.uint16)
+        got = _smallest(dist, k)
+        want = np.lexsort((np.arange(n), dist))[:k]
+        assert sorted(got.tolist()) == sorted(want.tolist())
