@@ -77,3 +77,13 @@ def test_a_hybrid_search_with_only_common_words_still_answers_from_the_vector_si
     monkeypatch.setattr(keyword, "RANK_BUDGET", 5)
     result = SearchEngine(index, fake_embedder).search(SearchRequest("alpha beta", mode="hybrid"))
     assert result.hits and sorted(result.keyword_dropped) == ["alpha", "beta"]
+
+
+def test_in_hybrid_a_word_in_very_many_rows_leaves_an_all_common_and(index, monkeypatch):
+    monkeypatch.setattr(keyword, "AND_MAX_DOCS", 40)  # alpha: 60 rows, beta: 30
+    monkeypatch.setattr(keyword, "UNRANKABLE_FRACTION", 0.9)
+    monkeypatch.setattr(keyword, "RANK_BUDGET", 50)
+    got = run(index, "alpha beta", may_skip=True)
+    assert got.expression == '"beta"' and got.dropped == ["alpha"] and len(got.ids) == 10
+    assert run(index, "alpha beta").expression == '"alpha" AND "beta"'  # keyword mode ranks every word
+    assert run(index, "alpha", may_skip=True).ids == []  # nothing rarer left: the vector side carries it

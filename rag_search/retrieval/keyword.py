@@ -91,7 +91,10 @@ def match_expression(terms: list[Term]) -> str | None:
 # size: up to 100k chunks it is the 5% it used to be; at 1M a 5% threshold let words of 50k rows in (p95 ~400 ms).
 COMMON_MIN_DOCS = 5_000
 UNRANKABLE_FRACTION = 0.2  # all-common words matching more than this share: no keyword ranking in hybrid
-RANK_BUDGET = 20_000  # ... or more rows than this (their AND, estimated): the vector side carries the query
+# In hybrid, a word in more rows than this leaves an all-common AND: FTS5's bm25 counts the rows of every phrase
+# of a ranked query by reading its whole doclist (a word in 470k of 1M chunks: 25 ms per table and query)
+AND_MAX_DOCS = 50_000
+RANK_BUDGET = 5_000  # ... or more rows than this (their AND, counted up to it): the vector side carries the query
 
 
 CHUNKS, ITEMS = "chunks_fts", "items_fts"
@@ -132,9 +135,13 @@ def search(conn: Any, terms: list[Term], where: SqlFilter, limit: int, n_total: 
         # single words left in are rare by construction; a phrase or a prefix may match any number of rows
         run.rare = n_total <= COMMON_MIN_DOCS or not any(t.phrase or t.prefix for t in rare)
     else:
-        every = " AND ".join(t.fts() for t in common)
+        ranked = common
+        if may_skip:  # words in very many rows cost their whole doclist per ranked query (bm25 counts them)
+            ranked = [t for t in common if _df(conn, t, df_cache, table, AND_MAX_DOCS) <= AND_MAX_DOCS]
+            run.dropped = [t.text for t in common if t not in ranked]
+        every = " AND ".join(t.fts() for t in ranked)
         budget = int(min(RANK_BUDGET, UNRANKABLE_FRACTION * n_total))
-        if may_skip and _count(conn, table, every, budget + 1) > budget:
+        if may_skip and (not ranked or _count(conn, table, every, budget + 1) > budget):
             run.dropped = [t.text for t in common]
             return run
         run.expression = every
@@ -154,11 +161,13 @@ def _fill(run: KeywordRun, rows) -> None:
     run.ids, run.scores = [r[0] for r in rows], [r[1] for r in rows]
 
 
-def _df(conn: Any, term: Term, cache: dict[str, int], table: str = CHUNKS) -> int:
-    """Rows holding the term, counted up to one past the common-word threshold (cached per index state)."""
-    key = term.text if table == CHUNKS else f"{table}:{term.text}"
+def _df(conn: Any, term: Term, cache: dict[str, int], table: str = CHUNKS, upto: int | None = None) -> int:
+    """Rows holding the term, counted up to one past `upto` (the common-word threshold by default), cached per
+    index state."""
+    upto = COMMON_MIN_DOCS if upto is None else upto
+    key = f"{table}:{upto}:{term.text}"
     if key not in cache:
-        cache[key] = _count(conn, table, term.fts(), COMMON_MIN_DOCS + 1)
+        cache[key] = _count(conn, table, term.fts(), upto + 1)
     return cache[key]
 
 
