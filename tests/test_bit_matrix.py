@@ -166,3 +166,20 @@ def test_the_k_smallest_distances_by_histogram_match_a_full_sort():
         got = _smallest(dist, k)
         want = np.lexsort((np.arange(n), dist))[:k]
         assert sorted(got.tolist()) == sorted(want.tolist())
+
+
+def test_facet_only_filters_list_their_chunks_from_the_facet_index(tagged):
+    from rag_search.retrieval.filters import build_where
+
+    def both(f):
+        w = build_where(f)
+        joined = {r[0] for r in tagged.conn.execute(
+            f"SELECT c.id FROM chunks c JOIN items i ON i.id = c.item_id WHERE {w.sql}", w.params)}
+        return w, {r[0] for r in tagged.conn.execute(w.ids_query(), w.params)}, joined
+
+    w, fast, joined = both(Filters(tags=("half", "rare")))
+    assert w.ids_sql is not None and fast == joined and len(fast) == 4  # the rare items (3, 43, 83, 123) are odd
+    w, fast, joined = both(Filters(tags=("half",)))
+    assert w.ids_sql is not None and fast == joined and len(fast) == 80
+    w, fast, joined = both(Filters(tags=("half",), date_from=1_600_000_100))
+    assert w.ids_sql is None and fast == joined and len(fast) == 30  # a date is not a facet: through chunks

@@ -299,8 +299,7 @@ class SearchEngine:
             if len(kept) < MIN_PASS_RATE * len(near):
                 break
             wide = min(int(wide * k / max(len(kept), 1) * 1.5), 50 * k)  # a fair share passes: look further
-        ids = np.fromiter((r[0] for r in conn.execute(
-            f"SELECT c.id FROM chunks c JOIN items i ON i.id = c.item_id WHERE {rest.sql}", rest.params)), dtype=np.int64)
+        ids = np.fromiter((r[0] for r in conn.execute(rest.ids_query(), rest.params)), dtype=np.int64)
         return vector.rescore(conn, qvec, bits.nearest(qbits, k, coll_ids, chunk_ids=ids, query=qvec), limit, eid)
 
     # -- rerank, chunks, hits -----------------------------------------------------------------

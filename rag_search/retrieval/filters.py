@@ -47,19 +47,34 @@ class SqlFilter:
 
     sql: str
     params: tuple[Any, ...]
+    # When every condition is on facets (tags, metadata): one statement listing the passing chunk ids straight from
+    # the facet index (same params). Listing them through `chunks` reads each chunk's row: 6 vs 60-100 ms for 20k.
+    ids_sql: str | None = None
 
     @property
     def empty(self) -> bool:
         return self.sql == "1"
 
+    def ids_query(self) -> str:
+        """A statement listing every chunk id that passes (with `params`)."""
+        return self.ids_sql or f"SELECT c.id FROM chunks c JOIN items i ON i.id = c.item_id WHERE {self.sql}"
+
 
 def build_where(filters: Filters, collection_ids: tuple[int, ...] = ()) -> SqlFilter:
     parts: list[str] = []
     params: list[Any] = []
+    facet_queries: list[str] = []
+    others: list[str] = []
 
     def add(sql: str, *values: Any) -> None:
         parts.append(sql)
         params.extend(values)
+        others.append(sql)
+
+    def add_facet(query: str, *values: Any) -> None:
+        parts.append(f"c.id IN ({query})")
+        params.extend(values)
+        facet_queries.append(query)
 
     if collection_ids:
         add(f"c.collection_id IN ({_marks(collection_ids)})", *collection_ids)
@@ -84,16 +99,20 @@ def build_where(filters: Filters, collection_ids: tuple[int, ...] = ()) -> SqlFi
         t = tag.strip().lstrip("#").lower()
         # '#a' matches 'a' and nested 'a/...': the range ('a/', 'a0') holds exactly the strings 'a/...'.
         # Two index ranges, not one OR: with the OR SQLite reads every tag row (234 ms for a 2% tag at 1M chunks).
-        add("c.id IN (SELECT f.chunk_id FROM chunk_facets f WHERE f.name = 'tag' AND f.value = ? UNION ALL "
-            "SELECT f.chunk_id FROM chunk_facets f WHERE f.name = 'tag' AND f.value > ? AND f.value < ?)",
-            t, t + "/", t + "0")
+        add_facet("SELECT f.chunk_id FROM chunk_facets f WHERE f.name = 'tag' AND f.value = ? UNION ALL "
+                  "SELECT f.chunk_id FROM chunk_facets f WHERE f.name = 'tag' AND f.value > ? AND f.value < ?",
+                  t, t + "/", t + "0")
     if filters.path_prefix:
         prefix = _expand_path(filters.path_prefix)
         add("(substr(i.uri, 1, ?) = ? OR substr(i.key, 1, ?) = ?)", len(prefix), prefix, len(filters.path_prefix), filters.path_prefix)
     for key, accepted in sorted(filters.metadata.items()):
         values = [_facet_value(v) for v in (accepted if isinstance(accepted, (list, tuple)) else [accepted])]
-        add(_facet_in(f"f.name = ? AND f.value IN ({_marks(values)})"), f"meta.{key}", *values)
-    return SqlFilter(" AND ".join(parts) or "1", tuple(params))
+        add_facet(f"SELECT f.chunk_id FROM chunk_facets f WHERE f.name = ? AND f.value IN ({_marks(values)})",
+                  f"meta.{key}", *values)
+    ids_sql = None
+    if facet_queries and not others:
+        ids_sql = " INTERSECT ".join(f"SELECT * FROM ({q})" for q in facet_queries)
+    return SqlFilter(" AND ".join(parts) or "1", tuple(params), ids_sql)
 
 
 def passing(conn: Any, chunk_ids: list[int], where: SqlFilter) -> set[int]:
