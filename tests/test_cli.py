@@ -99,3 +99,21 @@ def test_search_does_not_import_dagster(home):
         "assert not bad, bad"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_compact_returns_free_pages_and_keeps_the_index(home, builtin_embedder):
+    import numpy as np
+
+    from rag_search.store import writes
+    from rag_search.store.cache import cache_vectors
+
+    store = Store.open(home / "rag.db")
+    rng = np.random.default_rng(4)
+    cache_vectors(store, "other/model", [(f"h{i}", rng.standard_normal(384).astype(np.float32)) for i in range(3000)])
+    store.conn.execute("DELETE FROM embedding_cache WHERE embedder_id = 'other/model'")
+    writes.ensure_collection(store, "notes")
+    store.close()
+    size = (home / "rag.db").stat().st_size
+    out = run(home, "compact")
+    assert "MB ->" in out and (home / "rag.db").stat().st_size < size - 3_000_000
+    assert run(home, "search", "kube-proxy").startswith("1. k8s.md")

@@ -177,3 +177,26 @@ def _checks(app: App, fix: bool) -> list[tuple[str, Callable[[], str]]]:
 
     return [("sqlite", sqlite), ("config", config), ("schema", schema), ("embedder", embedder),
             ("index embedder", match)]
+
+
+@click.command("compact")
+@pass_app
+def compact(app: App):
+    """Return the index's free pages to the disk (SQLite VACUUM). Stop `local-rag serve`, `ui` and `watch` first."""
+    from pathlib import Path
+
+    store = app.store
+    path = Path(store.path)
+    page = store.conn.execute("PRAGMA page_size").fetchone()[0]
+    free = store.conn.execute("PRAGMA freelist_count").fetchone()[0] * page
+    before = path.stat().st_size
+    click.echo(f"{store.path}: {before / 1e6:,.0f} MB, of which {free / 1e6:,.0f} MB free pages; compacting "
+               "(rewrites the file: needs about its size free on the disk) ...", err=True)
+    try:
+        with store.lock:
+            store.conn.execute("VACUUM")
+            store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    except Exception as exc:
+        raise click.ClickException(f"Could not compact {store.path}: {exc}. Stop the processes that have it open "
+                                   "(`local-rag serve`, `ui`, `watch`, a running index) and try again.") from exc
+    click.echo(f"{store.path}: {before / 1e6:,.0f} MB -> {path.stat().st_size / 1e6:,.0f} MB")

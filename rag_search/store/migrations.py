@@ -246,6 +246,7 @@ def migrate(conn: Any) -> list[str]:
     for name, sql in MIGRATIONS:
         if name in done:
             continue
+        _announce(conn, name)
         now = datetime.now(timezone.utc).isoformat(timespec="seconds")
         script = f"BEGIN;\n{sql}\nINSERT INTO migrations(name, applied_at) VALUES ('{name}', '{now}');\n"
         script += f"INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', '{len(done) + len(ran) + 1}');\nCOMMIT;"
@@ -256,3 +257,17 @@ def migrate(conn: Any) -> list[str]:
             raise
         ran.append(name)
     return ran
+
+
+def _announce(conn: Any, name: str) -> None:
+    """Say so on stderr before a migration that rewrites a large table (stdout may be an MCP stream)."""
+    if name != "0008_cache_rowid":
+        return
+    exists = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'embedding_cache'").fetchone()
+    rows = conn.execute("SELECT count(*) FROM embedding_cache").fetchone()[0] if exists else 0
+    if rows > 50_000:
+        import sys
+
+        print(f"local-rag: moving {rows:,} cached vectors to a layout ~55% smaller (once, about "
+              f"{max(rows // 20_000, 1)} s); afterwards `local-rag compact` returns the "
+              "freed space to the disk", file=sys.stderr, flush=True)
