@@ -41,9 +41,11 @@ CHUNK_DEPTH = 3  # chunk candidates per wanted item, so the fused top k is full 
 MAX_SECTIONS = 5  # other matching chunks listed per item hit
 RERANK_SECTIONS = 3  # chunks of an item a reranker reads: its best and the next matching ones
 MAX_CHUNK_CANDIDATES = 2000  # the vector side widens up to this many chunks to find enough distinct items
-# With the sign bits in RAM, candidates cost the same for any k, so twice as many are rescored with their float
-# vectors (real-like vectors at 1M, recall@10 vs exact: 300 rescored 0.945, 600 0.972; bench/query_latency.py).
+# With the sign bits in RAM, candidates cost the same for any k, so on large scopes twice as many are rescored with
+# their float vectors (real-like vectors, recall@10 vs exact after the asymmetric step: 1M chunks 300 rescored
+# 0.945, 600 0.972; 100k: 300 already 0.99). Reading 300 more float vectors costs ~4 ms.
 RAM_RESCORE_FACTOR = 2
+RAM_RESCORE_WIDE_FROM = 300_000  # chunks in scope
 
 
 @dataclass(frozen=True)
@@ -262,7 +264,7 @@ class SearchEngine:
         vplan = vector.plan(qvec, limit, scope, coll_ids, NO_FILTER, overfetch=1 if rest.empty else OVERFETCH)
         eid = recorded_embedder(conn)[0]  # the cache holds vectors under the id that indexed them (or its equal)
         if not vplan.exact and self.bit_matrix is not None and self.bit_matrix.ready():
-            return self._knn_bits(qvec, rest, coll_ids, limit, vplan.k, eid), False
+            return self._knn_bits(qvec, rest, coll_ids, limit, vplan.k, eid, scope), False
         rows = vector.run(conn, qvec, vplan, vplan.k if not rest.empty else limit, eid)
         if not rest.empty:
             ok = passing(conn, [cid for cid, _ in rows], rest)
@@ -281,12 +283,14 @@ class SearchEngine:
             rows = kept
         return rows[:limit], vplan.exact
 
-    def _knn_bits(self, qvec, rest: SqlFilter, coll_ids, limit: int, k: int, eid: str | None) -> list[tuple[int, float]]:
+    def _knn_bits(self, qvec, rest: SqlFilter, coll_ids, limit: int, k: int, eid: str | None,
+                  scope: int) -> list[tuple[int, float]]:
         """Binary candidates from the sign bits in RAM (any k costs the same), rescored. A filter is tried on the
         unfiltered nearest first; when too few of those pass (a selective filter), on the filter's own chunks."""
         conn, bits = self.store.conn, self.bit_matrix
         qbits = vector.query_bits(conn, qvec)
-        k *= RAM_RESCORE_FACTOR
+        if scope >= RAM_RESCORE_WIDE_FROM:
+            k *= RAM_RESCORE_FACTOR
         if rest.empty:
             return vector.rescore(conn, qvec, bits.nearest(qbits, k, coll_ids, query=qvec), limit, eid)
         wide = k * OVERFETCH
