@@ -4,10 +4,11 @@ Chunks are embedded in small groups and every item is written as soon as its las
 new vectors go to the cache group by group: a killed run loses at most two groups of work (seconds),
 and a restart finds the rest written or cached.
 
-The model runs in a worker thread, one group ahead: while it embeds group N (onnxruntime releases the GIL),
-the caller parses the next items and writes group N-1 — its transactions and the listener's bookkeeping
-(a Dagster event per item costs tens of milliseconds of SQLite commits). Writes and listeners stay in the
-caller's thread, in the order the items came.
+With `ahead`, the model runs in a worker thread one group ahead: while it embeds group N (onnxruntime releases
+the GIL) the caller parses the next items and writes group N-1 with its listeners' bookkeeping. Writes and
+listeners stay in the caller's thread, in the order the items came. It is off by default: on 2 cores the caller's
+Python work (Dagster's per-item events, ~9 ms of CPU each) competes with onnxruntime's two threads, and 2,000
+notes indexed in 86 s instead of 69 s (embedding inside the run 45 -> 83 s; bench/pipeline.py).
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ class ItemWriter:
     on_written: Callable[[ParsedItem], None] | None = None
     progress: Progress | None = None  # called with the number of chunks just embedded (or found cached)
     group_chunks: int = GROUP_CHUNKS
-    ahead: bool = True  # embed the next group in a worker thread while this one is written
+    ahead: bool = False  # embed the next group in a worker thread while this one is written (see above)
     stats: WriteStats = field(default_factory=WriteStats)
     _pending: list[ParsedItem] = field(default_factory=list)
     _pending_chunks: int = 0

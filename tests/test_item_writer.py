@@ -74,7 +74,7 @@ def test_the_model_runs_while_the_previous_group_is_written(store, fake_embedder
         spans["listen"].append((t0, time.perf_counter()))
 
     fake_embedder.embed_documents = slow_embed
-    writer = ItemWriter(store, fake_embedder, group_chunks=6, on_written=slow_listener)
+    writer = ItemWriter(store, fake_embedder, group_chunks=6, on_written=slow_listener, ahead=True)
     for item in _items(8):  # 4 groups of 2 items
         writer.add(item)
     writer.flush()
@@ -94,7 +94,7 @@ def test_a_model_error_surfaces_and_the_groups_before_it_are_written(store, fake
         return real(texts, progress=progress)
 
     fake_embedder.embed_documents = failing
-    writer = ItemWriter(store, fake_embedder, group_chunks=6)
+    writer = ItemWriter(store, fake_embedder, group_chunks=6, ahead=True)
     with pytest.raises(RuntimeError, match="model crashed"):
         try:
             for item in _items(10):
@@ -115,7 +115,7 @@ def test_cached_texts_never_reach_the_model(store, fake_embedder):
     real = fake_embedder.embed_documents
     fake_embedder.embed_documents = lambda texts, progress=None: (seen.extend(texts), real(texts, progress=progress))[1]
     for _ in range(2):
-        writer = ItemWriter(store, fake_embedder, group_chunks=4)
+        writer = ItemWriter(store, fake_embedder, group_chunks=4, ahead=True)
         for item in _items(5):
             writer.add(item)
         writer.flush()
