@@ -167,7 +167,7 @@ def main() -> None:
         print(f"full index of {args.notes} notes ({n_chunks} chunks) through Dagster: {wall:.1f} s "
               f"({summary['outcomes']}, {len(summary['run_ids'])} run(s))")
         print(f"  asset bodies: parse {parts['seconds_parsing']:.1f} s, embed {parts['seconds_embedding']:.1f} s "
-              f"(the model runs one group ahead, beside parsing and writing), write {parts['seconds_writing']:.1f} s; "
+              f"write {parts['seconds_writing']:.1f} s; "
               f"wall minus embedding {wall - parts['seconds_embedding']:.1f} s")
         print(f"embed-only, same {n_chunks} texts, same embedder, one process (model load included): {embed_secs:.1f} s")
         print(f"  pipeline / embed-only = {wall / embed_secs:.2f}x (target <= 1.15x)")

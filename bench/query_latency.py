@@ -152,7 +152,7 @@ def recall(store: Store, engine: SearchEngine, qvecs: np.ndarray) -> float:
         exact = {r[0] for r in store.conn.execute(
             "SELECT chunk_id FROM chunk_vec WHERE embedding MATCH ? AND k = 10", (as_blob(qvec),))}
         with store.lock:
-            rows, _ = engine._knn(qvec, Filters(), (), 150, scope)
+            rows, _ = engine._knn(qvec, Filters(), (), 150, scope, SyntheticQueryEmbedder.id)
         found += len(exact & {cid for cid, _ in rows[:10]})
     return found / (10 * len(qvecs))
 

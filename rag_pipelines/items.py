@@ -87,19 +87,16 @@ def index_keys(store: Store, embedder: Embedder, cfg: CollectionConfig, keys: It
             _delete(run, [key])  # no configured source holds such keys any more
         else:
             by_source.setdefault(owner, []).append(key)
-    try:
-        for index, owned in by_source.items():
-            src = sources[index]
-            uris = {k: run.known[k].uri for k in owned if k in run.known}
-            for loaded in src.load(owned, known_uris=uris):
-                t0 = time.perf_counter()
-                item = _prepare(run, src, loaded)
-                run.stats.seconds_parsing += time.perf_counter() - t0
-                if item is not None:
-                    writer.add(item)
-        writer.flush()
-    finally:
-        writer.close()  # after an error no model work goes on behind the caller's back
+    for index, owned in by_source.items():
+        src = sources[index]
+        uris = {k: run.known[k].uri for k in owned if k in run.known}
+        for loaded in src.load(owned, known_uris=uris):
+            t0 = time.perf_counter()
+            item = _prepare(run, src, loaded)
+            run.stats.seconds_parsing += time.perf_counter() - t0
+            if item is not None:
+                writer.add(item)
+    writer.flush()
     for name in ("embedded", "seconds_embedding", "seconds_writing"):
         setattr(run.stats, name, getattr(writer.stats, name))
     return run.stats

@@ -2,7 +2,8 @@
 
 sqlite-vec's binary KNN costs grow with k (100k chunks here: 11 ms at k=100, 36 ms at k=300, 145 ms at k=900);
 XOR + popcount over the same bits held column by column in numpy takes ~9 ms at 1M for any k (48 bytes a chunk:
-48 MB at 1M chunks, plus 24 bytes of ids and row numbers). Loading reads every row of the vector table (about 1 s per 100k chunks), so only processes that
+48 MB at 1M chunks, plus 24 bytes of ids and row numbers). Loading reads every row of the vector table (about
+1 s per 100k chunks), so only processes that
 answer many queries use it (`local-rag serve`, the search socket), loading in a background thread while
 queries keep using sqlite-vec.
 
@@ -23,9 +24,9 @@ import numpy as np
 # (bench/query_latency.py prints recall: real-like vectors at 100k, 300 wanted: Hamming alone 0.905, with this
 # asymmetric step over 2,000-5,000 Hamming candidates 0.99).
 SHORTLIST = 16
+SHORTLIST_MAX = 10_000  # scoring 10k rows' signs costs ~4 ms; wider asks get Hamming order beyond k
 # +1/-1 for each bit of each byte value, least significant bit first (sqlite-vec's order)
 _BYTE_SIGNS = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1, bitorder="little").astype(np.float32) * 2 - 1
-SHORTLIST_MAX = 10_000  # unpacking 10k rows' signs costs ~3 ms; wider asks get Hamming order beyond k
 
 @dataclass
 class _Bits:
@@ -60,12 +61,6 @@ class _Bits:
         table = _BYTE_SIGNS @ q.T  # [256, bytes]
         codes = np.ascontiguousarray(self.columns[:, rows].T).view(np.uint8)  # [rows, bytes]
         return table[codes, np.arange(codes.shape[1])].sum(axis=1)
-
-    def signs(self, rows: np.ndarray) -> np.ndarray:
-        """float32 [len(rows), dims] of +1/-1: each row's sign bits unpacked (sqlite-vec's bit order: LSB first)."""
-        words = np.ascontiguousarray(self.columns[:, rows].T)  # [rows, dims / 64]
-        unpacked = np.unpackbits(words.view(np.uint8), axis=1, bitorder="little")
-        return unpacked.astype(np.float32) * 2.0 - 1.0
 
 
 class BitMatrix:

@@ -247,7 +247,7 @@ class SearchEngine:
         t0 = time.perf_counter()
         depth = limit * CHUNK_DEPTH
         while True:
-            rows, exact = self._knn(qvec, filters, coll_ids, depth, result.chunks_in_index)
+            rows, exact = self._knn(qvec, filters, coll_ids, depth, result.chunks_in_index, recorded[0])
             if len(rows) < depth or depth >= MAX_CHUNK_CANDIDATES:
                 break
             if len(set(self._items_of([cid for cid, _ in rows]).values())) >= limit:
@@ -258,12 +258,14 @@ class SearchEngine:
         result.vector_plan = "exact" if exact else "binary+rescore"
         result.timings_ms["vector"] = _ms(t0)
 
-    def _knn(self, qvec, filters: Filters, coll_ids, limit: int, scope: int) -> tuple[list[tuple[int, float]], bool]:
-        """(chunk id, distance) of the `limit` nearest chunks passing the filters, and whether the KNN was exact."""
+    def _knn(self, qvec, filters: Filters, coll_ids, limit: int, scope: int,
+             eid: str | None = None) -> tuple[list[tuple[int, float]], bool]:
+        """(chunk id, distance) of the `limit` nearest chunks passing the filters, and whether the KNN was exact.
+
+        eid: the embedder id the index records (its embedding cache holds the float vectors for rescoring)."""
         conn = self.store.conn
         rest = build_where(filters.without_collections())
         vplan = vector.plan(qvec, limit, scope, coll_ids, NO_FILTER, overfetch=1 if rest.empty else OVERFETCH)
-        eid = recorded_embedder(conn)[0]  # the cache holds vectors under the id that indexed them (or its equal)
         if not vplan.exact and self.bit_matrix is not None and self.bit_matrix.ready():
             return self._knn_bits(qvec, rest, coll_ids, limit, vplan.k, eid, scope), False
         rows = vector.run(conn, qvec, vplan, vplan.k if not rest.empty else limit, eid)
