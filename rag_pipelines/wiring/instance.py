@@ -21,6 +21,12 @@ retention:
     purge_after_days: {skipped: 7, failure: 30, success: 30}
 """
 
+EVENT_LOG_YAML = """\
+event_log_storage:   # Dagster's SQLite event log with its connections kept open (rag_pipelines/wiring/event_log.py)
+  module: rag_pipelines.wiring.event_log
+  class: LocalEventLogStorage
+"""
+
 WORKSPACE_YAML = """\
 load_from:
   - python_module:
@@ -36,7 +42,9 @@ def ensure_instance(paths: Paths) -> Path:
     home.mkdir(parents=True, exist_ok=True)
     config = home / "dagster.yaml"
     if not config.exists():
-        config.write_text(DAGSTER_YAML, encoding="utf-8")
+        config.write_text(DAGSTER_YAML + EVENT_LOG_YAML, encoding="utf-8")
+    else:
+        add_event_log(config)
     workspace = home / "workspace.yaml"
     if not workspace.exists():
         workspace.write_text(WORKSPACE_YAML, encoding="utf-8")
@@ -47,6 +55,13 @@ def ensure_instance(paths: Paths) -> Path:
     # as Failed; a crashed run leaves the partitions it had not finished unmarked (rag.db knows them).
     os.environ.setdefault("DAGSTER_EMIT_PARTITION_SUBSET_IN_PLANNED_EVENTS", "1")
     return home
+
+
+def add_event_log(config: Path) -> None:
+    """Homes made before the kept-open event log get it, unless their storage was configured by hand."""
+    text = config.read_text(encoding="utf-8")
+    if text.startswith("# Written by local-rag") and "storage" not in text:
+        config.write_text(text.rstrip("\n") + "\n" + EVENT_LOG_YAML, encoding="utf-8")
 
 
 def nux_seen(home: Path) -> None:

@@ -1,0 +1,104 @@
+"""Dagster's event log under local-rag keeps its SQLite connections open (wiring/event_log.py).
+
+Real instances in a temp DAGSTER_HOME: the home's dagster.yaml names the storage (new homes, and old
+ones written by local-rag; a hand-configured storage is left alone); what one process writes another
+reads at once; a second process watching a run (as the UI does) hears every item event, also the last
+ones of a burst; a real indexing run's partitions read back as materialised from a fresh instance.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+
+import dagster as dg
+from dagster._core.events import DagsterEvent, DagsterEventType, StepMaterializationData
+from dagster._core.events.log import EventLogEntry
+from fakes import HashEmbedder
+from pipeline_env import make_home
+
+from rag_pipelines import runs
+from rag_pipelines.wiring import resources
+from rag_pipelines.wiring.event_log import LIVE_SECONDS, LocalEventLogStorage
+from rag_pipelines.wiring.instance import DAGSTER_YAML, ensure_instance
+from rag_search.config import Paths
+
+KEY = dg.AssetKey(["notes", "items"])
+
+
+def item_event(run_id: str, partition: str) -> EventLogEntry:
+    event = DagsterEvent(DagsterEventType.ASSET_MATERIALIZATION.value, "notes_index",
+                         event_specific_data=StepMaterializationData(
+                             dg.AssetMaterialization(KEY, partition=partition, metadata={"chunks": 1})))
+    return EventLogEntry(error_info=None, level="INFO", user_message="", run_id=run_id, timestamp=time.time(),
+                         dagster_event=event, job_name="notes_index")
+
+
+def test_local_rag_homes_use_the_kept_open_event_log(tmp_path, monkeypatch):
+    paths, _ = make_home(tmp_path, monkeypatch)
+    ensure_instance(paths)
+    assert isinstance(dg.DagsterInstance.get().event_log_storage, LocalEventLogStorage)
+
+    old = paths.dagster_home / "dagster.yaml"  # a home made before: local-rag's yaml without the storage
+    old.write_text(DAGSTER_YAML)
+    ensure_instance(paths)
+    ensure_instance(paths)  # added once
+    assert old.read_text().count("LocalEventLogStorage") == 1
+    assert isinstance(dg.DagsterInstance.get().event_log_storage, LocalEventLogStorage)
+
+    custom = DAGSTER_YAML + "storage:\n  postgres:\n    postgres_url: {env: PG_URL}\n"
+    old.write_text(custom)  # the user moved Dagster to Postgres: not ours to change
+    ensure_instance(paths)
+    assert old.read_text() == custom
+
+
+def test_another_process_reads_and_watches_events_as_they_are_written(tmp_path):
+    base = str(tmp_path / "runs")
+    writer, ui = LocalEventLogStorage(base), LocalEventLogStorage(base)  # ui: as `dagster dev` opens it
+    run_id = str(uuid.uuid4())
+    writer.store_event(item_event(run_id, "first.md"))  # creates the run's shard
+    heard, done = [], threading.Event()
+
+    def on_event(entry, _cursor):
+        heard.append(entry.dagster_event.partition)
+        if len(heard) == 5:
+            done.set()
+
+    ui.watch(run_id, None, on_event)
+    try:
+        for name in ("a.md", "b.md", "c.md", "d.md"):  # a burst: only the first is checkpointed at once
+            writer.store_event(item_event(run_id, name))
+        assert [r.event_log_entry.dagster_event.partition for r in ui.get_records_for_run(run_id).records] == [
+            "first.md", "a.md", "b.md", "c.md", "d.md"]  # readers see committed events at once
+        assert done.wait(10 * LIVE_SECONDS + 5), f"the watcher heard only {heard}"
+        assert heard == ["first.md", "a.md", "b.md", "c.md", "d.md"]
+        latest = ui.get_latest_materialization_events([KEY])[KEY]
+        assert latest.dagster_event.partition == "d.md"
+    finally:
+        ui.end_watch(run_id, on_event)
+        ui.dispose()
+        writer.dispose()
+    fresh = LocalEventLogStorage(base)
+    assert len(fresh.get_records_for_run(run_id).records) == 5
+    fresh.dispose()
+
+
+def test_an_indexing_run_reads_back_from_a_fresh_instance(tmp_path, monkeypatch):
+    paths, _ = make_home(tmp_path, monkeypatch)
+    monkeypatch.setattr(resources, "load_embedder", lambda settings, paths=None: HashEmbedder())
+    try:
+        [summary] = runs.index_collections(paths, ["notes"])
+    finally:
+        resources.close_all()
+    indexed = summary.outcomes["indexed"]
+    assert indexed > 3
+    ensure_instance(Paths.from_env())
+    instance = dg.DagsterInstance.get()
+    assert isinstance(instance.event_log_storage, LocalEventLogStorage)
+    materialised = instance.get_materialized_partitions(KEY)
+    assert len(materialised) == indexed
+    [run] = instance.get_runs()
+    assert run.status == dg.DagsterRunStatus.SUCCESS
+    assert len([r for r in instance.get_records_for_run(run.run_id).records
+                if r.event_log_entry.dagster_event_type == DagsterEventType.ASSET_MATERIALIZATION]) == indexed
