@@ -13,7 +13,7 @@ import time
 import uuid
 
 import dagster as dg
-from dagster._core.events import DagsterEvent, DagsterEventType, StepMaterializationData
+from dagster._core.events import AssetObservationData, DagsterEvent, DagsterEventType, StepMaterializationData
 from dagster._core.events.log import EventLogEntry
 from fakes import HashEmbedder
 from pipeline_env import make_home
@@ -27,10 +27,14 @@ from rag_search.config import Paths
 KEY = dg.AssetKey(["notes", "items"])
 
 
-def item_event(run_id: str, partition: str) -> EventLogEntry:
-    event = DagsterEvent(DagsterEventType.ASSET_MATERIALIZATION.value, "notes_index",
-                         event_specific_data=StepMaterializationData(
-                             dg.AssetMaterialization(KEY, partition=partition, metadata={"chunks": 1})))
+def item_event(run_id: str, partition: str, key: dg.AssetKey = KEY, observed: bool = False) -> EventLogEntry:
+    if observed:
+        event = DagsterEvent(DagsterEventType.ASSET_OBSERVATION.value, "notes_index", event_specific_data=
+                             AssetObservationData(dg.AssetObservation(key, partition=partition)))
+    else:
+        event = DagsterEvent(DagsterEventType.ASSET_MATERIALIZATION.value, "notes_index",
+                             event_specific_data=StepMaterializationData(
+                                 dg.AssetMaterialization(key, partition=partition, metadata={"chunks": 1})))
     return EventLogEntry(error_info=None, level="INFO", user_message="", run_id=run_id, timestamp=time.time(),
                          dagster_event=event, job_name="notes_index")
 
@@ -102,3 +106,29 @@ def test_an_indexing_run_reads_back_from_a_fresh_instance(tmp_path, monkeypatch)
     assert run.status == dg.DagsterRunStatus.SUCCESS
     assert len([r for r in instance.get_records_for_run(run.run_id).records
                 if r.event_log_entry.dagster_event_type == DagsterEventType.ASSET_MATERIALIZATION]) == indexed
+
+
+def test_a_batch_of_item_events_reads_back_as_if_written_one_by_one(tmp_path):
+    base = str(tmp_path / "runs")
+    storage, other = LocalEventLogStorage(base), dg.AssetKey(["mail", "items"])
+    run_id = str(uuid.uuid4())
+    batch = [item_event(run_id, f"n{i:03}.md") for i in range(120)]
+    batch += [item_event(run_id, "m1", other), item_event(run_id, "n000.md", observed=True),
+              item_event(run_id, "m2", other)]
+    storage.store_event_batch(batch)
+    [record] = storage.get_asset_records([KEY])  # the observation after n119.md is no materialisation
+    assert record.asset_entry.last_materialization.dagster_event.partition == "n119.md"
+    storage.store_event_batch([item_event(run_id, "late.md"), item_event("", "runless.md")])  # mixed: one by one
+    fresh = LocalEventLogStorage(base)
+    try:
+        assert len(fresh.get_records_for_run(run_id).records) == 124
+        assert fresh.get_materialized_partitions(KEY) == {f"n{i:03}.md" for i in range(120)} | {"late.md", "runless.md"}
+        assert fresh.get_materialized_partitions(other) == {"m1", "m2"}
+        latest = fresh.get_latest_materialization_events([KEY, other])
+        assert latest[KEY].dagster_event.partition == "runless.md"
+        assert latest[other].dagster_event.partition == "m2"
+        [record] = fresh.get_asset_records([KEY])
+        assert record.asset_entry.last_materialization.dagster_event.partition == "runless.md"
+    finally:
+        fresh.dispose()
+        storage.dispose()

@@ -112,7 +112,8 @@ def test_sensor_requests_exactly_the_changed_partitions(home):
         assert set(ordered) == EXPECTED_KEYS
         assert (request.tags[RANGE_START], request.tags[RANGE_END]) == (ordered[0], ordered[-1])
         result = execute(defs, instance, request)
-        assert len(result.get_asset_materialization_events()) == len(EXPECTED_KEYS)
+        assert result.success  # each item's materialisation is in the event log (what the UI reads)
+        assert instance.get_materialized_partitions(dg.AssetKey(["notes", "items"])) == EXPECTED_KEYS
         cursor = json.loads(first.cursor)
         assert cursor["items"] == len(EXPECTED_KEYS)
 

@@ -101,6 +101,20 @@ class LocalEventLogStorage(SqliteEventLogStorage):
             timer.daemon = True
             timer.start()
 
+    def store_event_batch(self, events) -> None:
+        """A batch of one run's item events in one transaction per database (else one by one)."""
+        run_id = events[0].run_id if events else None
+        if not run_id or any(e.run_id != run_id or e.dagster_event_type not in ITEM_EVENTS for e in events):
+            return super().store_event_batch(events)
+        with self.run_connection(run_id) as conn:
+            conn.execute(self.prepare_insert_event_batch(events))
+        with self.index_transaction() as conn:
+            ids = [conn.execute(self.prepare_insert_event(e)).inserted_primary_key[0] for e in events]
+            self._store_asset_event_tags(conn, events, ids)
+            for i in _last_per_asset(events):  # what the asset's row ends up holding after all of them
+                self._store_asset_event(conn, events[i], ids[i])
+        self._checkpoint(run_id)
+
     def _checkpoint(self, run_id: str) -> None:
         """Copy the run shard's WAL into its file: the modification the UI's watcher waits for."""
         with self._db_lock:
@@ -137,6 +151,22 @@ class LocalEventLogStorage(SqliteEventLogStorage):
             engines, self._engines = list(self._engines.values()), OrderedDict()
         for engine in engines:
             engine.dispose()
+
+
+def _last_per_asset(events) -> list[int]:
+    """Indexes of each asset's last materialisation and (when later) its last event, in order."""
+    keep: set[int] = set()
+    seen_any, seen_mat = set(), set()
+    for i in range(len(events) - 1, -1, -1):
+        dagster_event = events[i].dagster_event
+        key = dagster_event.asset_key
+        if key not in seen_any:
+            seen_any.add(key)
+            keep.add(i)
+        if dagster_event.is_step_materialization and key not in seen_mat:
+            seen_mat.add(key)
+            keep.add(i)
+    return sorted(keep)
 
 
 def default_base_dir() -> str:

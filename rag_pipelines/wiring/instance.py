@@ -5,6 +5,8 @@ from pathlib import Path
 
 from rag_search.config import Paths
 
+from rag_pipelines.wiring.outcomes import BATCH_ITEMS
+
 DAGSTER_YAML = """\
 # Written by local-rag. Nothing leaves this machine: telemetry is off.
 telemetry:
@@ -54,6 +56,8 @@ def ensure_instance(paths: Paths) -> Path:
     # Items that fail get a planned event of their own (wiring/outcomes.py), so their partitions still show
     # as Failed; a crashed run leaves the partitions it had not finished unmarked (rag.db knows them).
     os.environ.setdefault("DAGSTER_EMIT_PARTITION_SUBSET_IN_PLANNED_EVENTS", "1")
+    # Item materialisations are logged in batches (wiring/outcomes.py) that the event log writes at once.
+    os.environ.setdefault("DAGSTER_EVENT_BATCH_SIZE", str(4 * BATCH_ITEMS))
     return home
 
 
