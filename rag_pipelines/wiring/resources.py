@@ -31,7 +31,7 @@ class RagResource(dg.ConfigurableResource):
     def store(self) -> Store:
         key = ("store", str(self.paths().db))
         if key not in _open:
-            _open[key] = Store.open(self.paths().db)
+            _open[key] = Store.open(self.paths().db, indexing=True)  # searches open their own connection
         return _open[key]  # type: ignore[return-value]
 
     def embedder(self) -> Embedder:

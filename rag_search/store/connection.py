@@ -31,7 +31,14 @@ def sqlite_driver() -> ModuleType:
     raise ExtensionError(f"No SQLite driver here can load the sqlite-vec extension. {_FIX}")
 
 
-def connect(path: Path | str, *, readonly: bool = False) -> Any:
+# SQLite's memory per connection: page cache and memory map, in MiB. Searching rereads the same pages of a
+# large index, so they stay in the process; an indexing run mostly appends, and both would grow with the
+# index (a 50k-note run reached 450 MB RSS), so it keeps a small cache and leaves rereads to the OS.
+SEARCH_MEMORY = (64, 256)
+INDEXING_MEMORY = (16, 0)
+
+
+def connect(path: Path | str, *, readonly: bool = False, memory: tuple[int, int] = SEARCH_MEMORY) -> Any:
     """A connection with sqlite-vec loaded, WAL journal, foreign keys on; transactions are explicit."""
     driver = sqlite_driver()
     target = str(path)
@@ -56,8 +63,9 @@ def connect(path: Path | str, *, readonly: bool = False) -> Any:
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = NORMAL")
     conn.execute("PRAGMA temp_store = MEMORY")
-    conn.execute("PRAGMA cache_size = -65536")  # 64 MiB page cache
-    conn.execute("PRAGMA mmap_size = 268435456")
+    cache_mib, mmap_mib = memory
+    conn.execute(f"PRAGMA cache_size = -{cache_mib * 1024}")  # negative: KiB
+    conn.execute(f"PRAGMA mmap_size = {mmap_mib * 1024 * 1024}")
     return conn
 
 

@@ -9,7 +9,7 @@ from typing import Any, Iterator
 
 from rag_search.errors import NotFound, StoreError
 from rag_search.store import migrations, vectors
-from rag_search.store.connection import connect
+from rag_search.store.connection import INDEXING_MEMORY, SEARCH_MEMORY, connect
 
 
 class Store:
@@ -22,8 +22,9 @@ class Store:
         self._collection_ids: dict[str, int] = {}
 
     @classmethod
-    def open(cls, path: Path | str, *, migrate: bool = True) -> Store:
-        conn = connect(path)
+    def open(cls, path: Path | str, *, migrate: bool = True, indexing: bool = False) -> Store:
+        """`indexing`: the connection of an indexing run (a small page cache, no memory map)."""
+        conn = connect(path, memory=INDEXING_MEMORY if indexing else SEARCH_MEMORY)
         store = cls(conn, path)
         if migrate:
             with store.lock:
