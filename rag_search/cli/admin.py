@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Callable
 
 import click
@@ -101,7 +102,7 @@ def reembed(app: App, yes: bool):
     bar: dict = {}
 
     def total(n: int) -> None:
-        bar["bar"] = click.progressbar(length=n, label="embedding chunks", file=click.get_text_stream("stderr"))
+        bar["bar"] = click.progressbar(length=n, label="embedding chunks", file=sys.stderr)
         bar["bar"].__enter__()
 
     stats = run_reembed(app.store, target, progress=lambda n: bar["bar"].update(n), total=total)
