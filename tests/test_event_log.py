@@ -13,6 +13,7 @@ import time
 import uuid
 
 import dagster as dg
+import pytest
 from dagster._core.events import AssetObservationData, DagsterEvent, DagsterEventType, StepMaterializationData
 from dagster._core.events.log import EventLogEntry
 from fakes import HashEmbedder
@@ -132,3 +133,33 @@ def test_a_batch_of_item_events_reads_back_as_if_written_one_by_one(tmp_path):
     finally:
         fresh.dispose()
         storage.dispose()
+
+
+class DiesAfter(HashEmbedder):
+    """The embedding server going away mid-run: the fifth call raises."""
+
+    def embed_documents(self, texts, progress=None):
+        if len(self.calls) == 4:
+            raise RuntimeError("the embedding server went away")
+        return super().embed_documents(texts, progress)
+
+
+def test_a_run_that_dies_keeps_the_materialisations_of_the_items_it_wrote(tmp_path, monkeypatch):
+    from rag_search.errors import RagError
+    from rag_search.indexing import ItemWriter
+    from rag_search.store import reads
+
+    paths, _ = make_home(tmp_path, monkeypatch)
+    monkeypatch.setattr(resources, "load_embedder", lambda settings, paths=None: DiesAfter())
+    add = ItemWriter.add
+    monkeypatch.setattr(ItemWriter, "add", lambda self, item: (add(self, item), self.flush()))  # one item a group
+    try:
+        with pytest.raises(RagError, match="went away"):
+            runs.index_collections(paths, ["notes"])
+        written = {k for k, s in reads.item_states(resources.RagResource().store(), "notes").items()
+                   if s.status == "indexed"}
+    finally:
+        resources.close_all()
+    assert len(written) == 4  # fewer than a batch, and well within its 0.5 s
+    ensure_instance(Paths.from_env())
+    assert dg.DagsterInstance.get().get_materialized_partitions(KEY) == written

@@ -158,7 +158,11 @@ def _index(context, cfg: CollectionConfig, key: dg.AssetKey, partitions_name: st
         events(item_key, outcome)
         progress.notify(item_key, outcome)
 
-    index_keys(store, embedder, cfg, keys, force=force, on_item=on_item, on_work=progress.notify_work, stats=stats)
+    try:
+        index_keys(store, embedder, cfg, keys, force=force, on_item=on_item, on_work=progress.notify_work,
+                   stats=stats)
+    finally:
+        events.flush()  # items written before an error keep their materialisations
     events.finish()
     context.log.info(f"{cfg.name}: {stats.as_metadata()}")
     if events.failed:
