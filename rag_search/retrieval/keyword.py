@@ -229,13 +229,14 @@ def best_chunks(conn: Any, item_ids: list[int], expression: str | None, where: S
     chunks = conn.execute(f"SELECT c.id, c.item_id FROM chunks c JOIN items i ON i.id = c.item_id WHERE c.item_id IN "
                           f"(SELECT value FROM json_each(?)){cond} ORDER BY c.id", (items, *where.params)).fetchall()
     if expression and probe and len(chunks) <= PROBE_MAX:
-        # A few items: score their own chunks (one indexed probe each, ~0.3 ms) rather than rank every chunk of the
-        # index that matches (seconds for common words at 1M chunks).
-        best: dict[int, float] = {}
-        for chunk, item in chunks:
-            row = conn.execute(f"SELECT rank FROM {CHUNKS} WHERE {CHUNKS} MATCH ? AND rowid = ?", (expression, chunk)).fetchone()
-            if row is not None and (item not in best or row[0] < best[item]):
-                best[item], out[item] = row[0], chunk
+        # A few items: rank only their own chunks, in one statement (0.1–0.3 ms at 1M chunks; a statement per chunk
+        # took ~4 ms each), rather than every chunk of the index that matches (seconds for common words at 1M).
+        item_of = dict(chunks)
+        rows = conn.execute(f"SELECT rowid FROM {CHUNKS} WHERE {CHUNKS} MATCH ? AND rowid IN "
+                            "(SELECT value FROM json_each(?)) ORDER BY rank, rowid",
+                            (expression, json.dumps(list(item_of))))
+        for (chunk,) in rows:
+            out.setdefault(item_of[chunk], chunk)
         expression = None
     if expression:
         rows = conn.execute(
