@@ -57,6 +57,7 @@ def index_collections(paths: Paths, names: list[str] | None = None, *, force: bo
     from rag_pipelines.wiring.assets import add_partitions, items_op_name, sync_op_name
     from rag_pipelines.wiring.definitions import build_definitions
     from rag_pipelines.wiring.instance import ensure_instance
+    from rag_pipelines.wiring.outcomes import record_unlogged
     from rag_pipelines.wiring.resources import RagResource
     from rag_pipelines.run_health import reap_dead_runs
     from rag_pipelines.wiring.sensors import contiguous_ranges, range_tags
@@ -85,6 +86,8 @@ def index_collections(paths: Paths, names: list[str] | None = None, *, force: bo
         if on_plan:
             on_plan(name, plan)
         add_partitions(instance, c.partitions.name, sorted(plan.entries))
+        if summary.reaped:
+            record_unlogged(instance, store, c.cfg, c.key, c.partitions.name)
 
         def count(key: str, outcome: str, s=summary) -> None:
             s.outcomes[outcome] = s.outcomes.get(outcome, 0) + 1

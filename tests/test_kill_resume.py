@@ -99,6 +99,9 @@ def test_kill_mid_index_then_resume(tmp_path):
         statuses = [r.status for r in instance.get_runs()]
         assert dg.DagsterRunStatus.STARTED not in statuses  # the killed run was marked failed
         assert dg.DagsterRunStatus.FAILURE in statuses
+        # every indexed item is a materialised partition, also those the killed run wrote but had not logged yet
+        assert instance.get_materialized_partitions(dg.AssetKey(["notes", "items"])) == {
+            f"note-{i:03d}.md" for i in range(NOTES)}
     finally:
         if old is None:
             os.environ.pop("DAGSTER_HOME", None)

@@ -135,6 +135,22 @@ def is_items_failure(exc: BaseException) -> bool:
     return isinstance(exc, dg.Failure) and FAILED_ITEMS in (exc.metadata or {})
 
 
+def record_unlogged(instance: dg.DagsterInstance, store: Store, cfg: CollectionConfig, asset_key: dg.AssetKey,
+                    partitions_name: str) -> int:
+    """After a killed run: log the items rag.db holds as indexed whose materialisation the run never logged (its
+    last batch), so their partitions show what is true. Returns how many."""
+    states = reads.item_states(store, cfg.name)
+    known = set(instance.get_dynamic_partitions(partitions_name))
+    shown = instance.get_materialized_partitions(asset_key)
+    missing = sorted(k for k, s in states.items() if s.status == "indexed" and k in known and k not in shown)
+    for key in missing:
+        instance.report_runless_asset_event(dg.AssetMaterialization(
+            asset_key=asset_key, partition=key, metadata={
+                "outcome": "indexed", "chunks": stored_chunks(store, cfg.name, key), "uri": states[key].uri,
+                "note": "indexed by a run that was killed before it logged this item"}))
+    return len(missing)
+
+
 def retry_keys(store: Store, cfg: CollectionConfig, keys: list[str]) -> list[str]:
     """For a re-execution from failure: the keys not indexed now (failed, or never finished)."""
     states = reads.item_states(store, cfg.name)

@@ -9,6 +9,7 @@ import dagster as dg
 from rag_pipelines.run_health import reap_dead_runs
 from rag_pipelines.sync import plan_sync
 from rag_pipelines.wiring.assets import CollectionDefs, add_partitions, items_op_name, sync_op_name
+from rag_pipelines.wiring.outcomes import record_unlogged
 from rag_pipelines.wiring.resources import RagResource
 
 RANGE_RUN_MAX = 1_000  # keys per range run for new items
@@ -63,8 +64,11 @@ def build_sensor(c: CollectionDefs) -> dg.SensorDefinition:
         description=f"Scans the sources of '{c.cfg.name}' and requests runs for new, changed and deleted items.",
     )
     def sensor(context: dg.SensorEvaluationContext, rag: RagResource):
-        for info in reap_dead_runs(context.instance):  # any collection's dead run blocks the one-run queue
+        reaped = reap_dead_runs(context.instance)  # any collection's dead run blocks the one-run queue
+        for info in reaped:
             context.log.warning(f"marked run {info.run_id} ({info.job_name}) failed: {info.reason}")
+        if any(info.collection in (None, c.cfg.name) for info in reaped):
+            record_unlogged(context.instance, rag.store(), c.cfg, c.key, c.partitions.name)
         active = context.instance.get_runs(
             filters=dg.RunsFilter(job_name=c.index_job.name, statuses=ACTIVE), limit=1
         ) or context.instance.get_runs(filters=dg.RunsFilter(job_name=c.sync_job.name, statuses=ACTIVE), limit=1)
