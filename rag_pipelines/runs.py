@@ -71,45 +71,48 @@ def index_collections(paths: Paths, names: list[str] | None = None, *, force: bo
     ensure_instance(paths)
     defs, built = build_definitions(collections)
     instance = dg.DagsterInstance.get()
-    reaped = reap_dead_runs(instance)  # a killed earlier run must not block this one (or the queue)
-    store = RagResource().store()
-    summaries = []
-    for name in names or sorted(collections):
-        c, summary = built[name], RunSummary(name, reaped=[r.run_id for r in reaped if r.collection in (None, name)])
-        plan = plan_sync(store, c.cfg, force=force, retry_failed=True)
-        if keys is not None and name in keys:
-            wanted = set(keys.get(name, []))
-            plan.new = [k for k in plan.new if k in wanted]
-            plan.changed = [k for k in plan.changed if k in wanted]
-            plan.deleted = [k for k in plan.deleted if k in wanted]
-        summary.files, summary.unavailable = len(plan.entries), plan.unavailable
-        if on_plan:
-            on_plan(name, plan)
-        add_partitions(instance, c.partitions.name, sorted(plan.entries))
-        if summary.reaped:
-            record_unlogged(instance, store, c.cfg, c.key, c.partitions.name)
+    try:
+        reaped = reap_dead_runs(instance)  # a killed earlier run must not block this one (or the queue)
+        store = RagResource().store()
+        summaries = []
+        for name in names or sorted(collections):
+            c, summary = built[name], RunSummary(name, reaped=[r.run_id for r in reaped if r.collection in (None, name)])
+            plan = plan_sync(store, c.cfg, force=force, retry_failed=True)
+            if keys is not None and name in keys:
+                wanted = set(keys.get(name, []))
+                plan.new = [k for k in plan.new if k in wanted]
+                plan.changed = [k for k in plan.changed if k in wanted]
+                plan.deleted = [k for k in plan.deleted if k in wanted]
+            summary.files, summary.unavailable = len(plan.entries), plan.unavailable
+            if on_plan:
+                on_plan(name, plan)
+            add_partitions(instance, c.partitions.name, sorted(plan.entries))
+            if summary.reaped:
+                record_unlogged(instance, store, c.cfg, c.key, c.partitions.name)
 
-        def count(key: str, outcome: str, s=summary) -> None:
-            s.outcomes[outcome] = s.outcomes.get(outcome, 0) + 1
+            def count(key: str, outcome: str, s=summary) -> None:
+                s.outcomes[outcome] = s.outcomes.get(outcome, 0) + 1
 
-        progress.listen(count)
-        tags = {"local_rag/trigger": trigger}
-        try:
-            ordered = instance.get_dynamic_partitions(c.partitions.name)
-            for first, last in contiguous_ranges(ordered, set(plan.new), CLI_RANGE_MAX):
-                job = defs.resolve_job_def(c.index_job.name)
-                conf = {"ops": {items_op_name(name): {"config": {"force": force}}}}
-                summary.run_ids.append(_execute(job, instance, run_config=conf, tags={**tags, **range_tags(first, last)}))
-            if plan.changed or plan.deleted:
-                conf = {"reindex": plan.changed, "delete": plan.deleted, "force": force}
-                job = defs.resolve_job_def(c.sync_job.name)
-                summary.run_ids.append(_execute(job, instance, tags=tags,
-                                                run_config={"ops": {sync_op_name(name): {"config": conf}}}))
-        finally:
-            progress.unlisten(count)
-        summary.failures = [f.to_dict() for f in reads.failures(store, collection=name, limit=20)]
-        summaries.append(summary)
-    return summaries
+            progress.listen(count)
+            tags = {"local_rag/trigger": trigger}
+            try:
+                ordered = instance.get_dynamic_partitions(c.partitions.name)
+                for first, last in contiguous_ranges(ordered, set(plan.new), CLI_RANGE_MAX):
+                    job = defs.resolve_job_def(c.index_job.name)
+                    conf = {"ops": {items_op_name(name): {"config": {"force": force}}}}
+                    summary.run_ids.append(_execute(job, instance, run_config=conf, tags={**tags, **range_tags(first, last)}))
+                if plan.changed or plan.deleted:
+                    conf = {"reindex": plan.changed, "delete": plan.deleted, "force": force}
+                    job = defs.resolve_job_def(c.sync_job.name)
+                    summary.run_ids.append(_execute(job, instance, tags=tags,
+                                                    run_config={"ops": {sync_op_name(name): {"config": conf}}}))
+            finally:
+                progress.unlisten(count)
+            summary.failures = [f.to_dict() for f in reads.failures(store, collection=name, limit=20)]
+            summaries.append(summary)
+        return summaries
+    finally:
+        instance.dispose()  # closes the event log's files (their WAL is folded in) before the process ends
 
 
 # Console quiet: progress and the summary come from the CLI; a run failed by its items is reported per item.
