@@ -8,10 +8,11 @@
   the run are materialised; the run's failure names the failed items.
 - deleted: the partition is removed.
 
-Events are logged as items finish, in small batches (at most `BATCH_ITEMS` items or `BATCH_SECONDS`
-old: one write of the event log per batch instead of one per item), so the UI fills in during a long
-run and a killed run keeps what it finished but its last fraction of a second (rag.db has those items;
-the next run leaves them as they are).
+Events are logged as items finish, in small batches (one write of the event log per batch instead of one
+per item): a batch is logged when it holds `BATCH_ITEMS` items, when an item finishes and the oldest
+pending one is `BATCH_SECONDS` old, before a failure, and at the end of the run (also one that raises).
+So the UI fills in during a long run; a SIGKILLed run leaves its last batch unlogged, and the next
+`index` or sensor tick that finds the dead run logs those items from rag.db (`record_unlogged`).
 """
 
 from __future__ import annotations
