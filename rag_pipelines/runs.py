@@ -87,8 +87,7 @@ def index_collections(paths: Paths, names: list[str] | None = None, *, force: bo
             if on_plan:
                 on_plan(name, plan)
             add_partitions(instance, c.partitions.name, sorted(plan.entries))
-            if summary.reaped:
-                record_unlogged(instance, store, c.cfg, c.key, c.partitions.name)
+            record_unlogged(instance, store, c.cfg, c.key, c.partitions.name)  # after a killed or stopped run
 
             def count(key: str, outcome: str, s=summary) -> None:
                 s.outcomes[outcome] = s.outcomes.get(outcome, 0) + 1

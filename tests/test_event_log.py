@@ -72,7 +72,7 @@ def test_another_process_reads_and_watches_events_as_they_are_written(tmp_path):
 
     ui.watch(run_id, None, on_event)
     try:
-        for name in ("a.md", "b.md", "c.md", "d.md"):  # a burst: only the first is checkpointed at once
+        for name in ("a.md", "b.md", "c.md", "d.md"):  # within 0.5 s of the last checkpoint: a timer does it
             writer.store_event(item_event(run_id, name))
         assert [r.event_log_entry.dagster_event.partition for r in ui.get_records_for_run(run_id).records] == [
             "first.md", "a.md", "b.md", "c.md", "d.md"]  # readers see committed events at once
@@ -163,3 +163,19 @@ def test_a_run_that_dies_keeps_the_materialisations_of_the_items_it_wrote(tmp_pa
     assert len(written) == 4  # fewer than a batch, and well within its 0.5 s
     ensure_instance(Paths.from_env())
     assert dg.DagsterInstance.get().get_materialized_partitions(KEY) == written
+
+
+def test_disposing_with_a_checkpoint_pending_closes_every_file(tmp_path):
+    base = tmp_path / "runs"
+    storage = LocalEventLogStorage(str(base))
+    runs_ = [str(uuid.uuid4()) for _ in range(6)]  # more shards than it keeps open
+    for run_id in runs_:
+        storage.store_event(item_event(run_id, "a.md"))
+        storage.store_event(item_event(run_id, "b.md"))  # within 0.5 s: a timer is pending
+    assert storage._timers
+    storage.dispose()
+    time.sleep(LIVE_SECONDS + 0.5)  # the timers were cancelled (or do nothing): no file is reopened
+    assert not list(base.glob("*.db-wal")) and not storage._engines
+    fresh = LocalEventLogStorage(str(base))
+    assert [len(fresh.get_records_for_run(r).records) for r in runs_] == [2] * 6
+    fresh.dispose()

@@ -3,6 +3,7 @@ and is not blocked by the dead run (which is marked failed)."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -81,9 +82,12 @@ def test_kill_mid_index_then_resume(tmp_path):
     assert after_kill["orphan_chunks"] == 0 and after_kill["indexed_without_chunks"] == 0
     assert 3 <= saved < NOTES  # items were written one by one, not at the end of a group
 
+    # `status` marks the dead run failed first: the next index must still log what it wrote but never logged
+    status = subprocess.run([exe, "status", "--json"], env=env, capture_output=True, text=True, timeout=120)
+    assert status.returncode == 0, status.stderr
+    assert len(json.loads(status.stdout)["runs_reaped"]) == 1
     out = subprocess.run([exe, "index", "all", "--json"], env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
-    import json
 
     [summary] = json.loads(out.stdout)
     assert summary["outcomes"].get("indexed", 0) == NOTES - saved  # only the rest was redone

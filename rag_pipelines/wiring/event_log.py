@@ -17,6 +17,7 @@ local-rag's dagster.yaml names this class (`wiring/instance.py`); everything els
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -48,6 +49,7 @@ class LocalEventLogStorage(SqliteEventLogStorage):
         self._engines: OrderedDict[str, Engine] = OrderedDict()  # set before Dagster's __init__ connects
         self._checkpointed: dict[str, float] = {}
         self._timers: dict[str, threading.Timer] = {}
+        self._disposed = False
         self._pid = os.getpid()
         self._engines_lock = threading.Lock()
         super().__init__(base_dir or default_base_dir(), inst_data)
@@ -116,14 +118,21 @@ class LocalEventLogStorage(SqliteEventLogStorage):
         self._checkpoint(run_id)
 
     def _checkpoint(self, run_id: str) -> None:
-        """Copy the run shard's WAL into its file: the modification the UI's watcher waits for."""
+        """Copy the run shard's WAL into its file: the modification the UI's watcher waits for. Best effort: the
+        events are stored either way, and a storage error here must not fail the step (or make Dagster store a
+        batch again)."""
         with self._db_lock:
             timer = self._timers.pop(run_id, None)
             if timer is not None and timer is not threading.current_thread():
                 timer.cancel()
+            if self._disposed:
+                return
             self._checkpointed[run_id] = time.monotonic()
-            with self._engine(run_id).connect() as conn:
-                conn.exec_driver_sql("PRAGMA wal_checkpoint(PASSIVE)")
+            try:
+                with self._engine(run_id).connect() as conn:
+                    conn.exec_driver_sql("PRAGMA wal_checkpoint(PASSIVE)")
+            except Exception as exc:  # noqa: BLE001 — only the UI's live view waits on it
+                logging.getLogger(__name__).warning("event log: could not checkpoint run %s: %s", run_id, exc)
 
     def delete_events(self, run_id: str) -> None:
         super().delete_events(run_id)
@@ -134,23 +143,24 @@ class LocalEventLogStorage(SqliteEventLogStorage):
         super().wipe()
 
     def dispose(self) -> None:
+        self._disposed = True  # a timer that fires later does nothing
         self._close_all()
         super().dispose()
 
     def _close(self, shard: str) -> None:
-        with self._engines_lock:
+        with self._db_lock, self._engines_lock:  # no other thread is inside one of its connections
             engine = self._engines.pop(shard, None)
-        if engine is not None:
-            engine.dispose()
+            if engine is not None:
+                engine.dispose()
 
     def _close_all(self) -> None:
-        for timer in list(self._timers.values()):
-            timer.cancel()  # closing a connection checkpoints its WAL anyway
-        self._timers.clear()
-        with self._engines_lock:
+        with self._db_lock, self._engines_lock:
+            for timer in list(self._timers.values()):
+                timer.cancel()  # closing a connection checkpoints its WAL anyway
+            self._timers.clear()
             engines, self._engines = list(self._engines.values()), OrderedDict()
-        for engine in engines:
-            engine.dispose()
+            for engine in engines:
+                engine.dispose()
 
 
 def _last_per_asset(events) -> list[int]:

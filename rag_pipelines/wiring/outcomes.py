@@ -136,20 +136,49 @@ def is_items_failure(exc: BaseException) -> bool:
     return isinstance(exc, dg.Failure) and FAILED_ITEMS in (exc.metadata or {})
 
 
+RECONCILED = "local_rag/reconciled"  # tag of a failed or canceled run whose written items were logged afterwards
+UNFINISHED = (dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED)
+
+
 def record_unlogged(instance: dg.DagsterInstance, store: Store, cfg: CollectionConfig, asset_key: dg.AssetKey,
-                    partitions_name: str) -> int:
-    """After a killed run: log the items rag.db holds as indexed whose materialisation the run never logged (its
-    last batch), so their partitions show what is true. Returns how many."""
+                    partitions_name: str, runs: int = 5) -> int:
+    """Log the items that a failed or canceled run of this collection wrote to rag.db but never logged (its last
+    batch, when it was killed or stopped), so their partitions show what is true; each such run once (tagged),
+    whoever marked it failed. Returns how many items were logged."""
+    from dagster._core.events import DagsterEventType
+
+    ended = [r for r in instance.get_runs(filters=dg.RunsFilter(tags={"local_rag/collection": cfg.name},
+                                                                statuses=list(UNFINISHED)), limit=runs)
+             if RECONCILED not in r.tags]
+    if not ended:
+        return 0
     states = reads.item_states(store, cfg.name)
-    known = set(instance.get_dynamic_partitions(partitions_name))
-    shown = instance.get_materialized_partitions(asset_key)
-    missing = sorted(k for k, s in states.items() if s.status == "indexed" and k in known and k not in shown)
-    for key in missing:
-        instance.report_runless_asset_event(dg.AssetMaterialization(
-            asset_key=asset_key, partition=key, metadata={
-                "outcome": "indexed", "chunks": stored_chunks(store, cfg.name, key), "uri": states[key].uri,
-                "note": "indexed by a run that was killed before it logged this item"}))
-    return len(missing)
+    ordered = instance.get_dynamic_partitions(partitions_name)
+    count = 0
+    for run in ended:
+        logged = {r.event_log_entry.dagster_event.partition for r in instance.get_records_for_run(
+            run.run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION, limit=1_000_000).records}
+        missing = [k for k in _run_keys(run, ordered) if k not in logged and k in states
+                   and states[k].status == "indexed"]
+        for key in missing:
+            instance.report_runless_asset_event(dg.AssetMaterialization(
+                asset_key=asset_key, partition=key, metadata={
+                    "outcome": "indexed", "chunks": stored_chunks(store, cfg.name, key), "uri": states[key].uri,
+                    "note": f"indexed by run {run.run_id[:8]}, which ended before it logged this item"}))
+        instance.add_run_tags(run.run_id, {RECONCILED: str(len(missing))})
+        count += len(missing)
+    return count
+
+
+def _run_keys(run, ordered: list[str]) -> list[str]:
+    """The items a run was asked to index: its partition range or partition, or a sync run's keys."""
+    first, last = run.tags.get("dagster/asset_partition_range_start"), run.tags.get("dagster/asset_partition_range_end")
+    if first in ordered and last in ordered:
+        return ordered[ordered.index(first): ordered.index(last) + 1]
+    if run.tags.get("dagster/partition"):
+        return [run.tags["dagster/partition"]]
+    ops = (run.run_config or {}).get("ops", {})
+    return [k for op in ops.values() for k in (op.get("config") or {}).get("reindex", [])]
 
 
 def retry_keys(store: Store, cfg: CollectionConfig, keys: list[str]) -> list[str]:

@@ -67,8 +67,7 @@ def build_sensor(c: CollectionDefs) -> dg.SensorDefinition:
         reaped = reap_dead_runs(context.instance)  # any collection's dead run blocks the one-run queue
         for info in reaped:
             context.log.warning(f"marked run {info.run_id} ({info.job_name}) failed: {info.reason}")
-        if any(info.collection in (None, c.cfg.name) for info in reaped):
-            record_unlogged(context.instance, rag.store(), c.cfg, c.key, c.partitions.name)
+        record_unlogged(context.instance, rag.store(), c.cfg, c.key, c.partitions.name)  # after a killed run
         active = context.instance.get_runs(
             filters=dg.RunsFilter(job_name=c.index_job.name, statuses=ACTIVE), limit=1
         ) or context.instance.get_runs(filters=dg.RunsFilter(job_name=c.sync_job.name, statuses=ACTIVE), limit=1)
