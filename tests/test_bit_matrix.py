@@ -191,3 +191,23 @@ def test_facet_only_filters_list_their_chunks_from_the_facet_index(tagged):
     assert w.ids_sql is not None and fast == joined and len(fast) == 80
     w, fast, joined = both(Filters(tags=("half",), date_from=1_600_000_100))
     assert w.ids_sql is None and fast == joined and len(fast) == 30  # a date is not a facet: through chunks
+
+
+def test_with_the_bits_in_ram_only_small_scopes_are_searched_exactly(store, fake_embedder, monkeypatch):
+    """Above RAM_EXACT_LIMIT chunks (below the general exact limit), a server answers from the bits and rescoring:
+    the top hits of the exact float KNN a one-shot process runs there (up to ties)."""
+    from rag_search.retrieval import engine as engine_mod
+
+    monkeypatch.setattr(engine_mod, "RAM_EXACT_LIMIT", 30)
+    rng = random.Random(9)
+    for n in range(80):
+        add_doc(store, fake_embedder, "notes", f"doc{n:03}.md", " ".join(rng.choice(WORDS) for _ in range(12)))
+    plain = SearchEngine(store, fake_embedder)
+    ram = SearchEngine(store, fake_embedder, bits_in_ram=True)
+    assert ram.bit_matrix.wait(60)
+    for query in ("zebra quokka", "kube proxy router", "ferry harbour travel"):
+        exact = plain.search(SearchRequest(query, mode="semantic", top_k=5))
+        binary = ram.search(SearchRequest(query, mode="semantic", top_k=5))
+        assert (exact.vector_plan, binary.vector_plan) == ("exact", "binary+rescore")
+        got, want = [h.key for h in binary.hits], [h.key for h in exact.hits]
+        assert got[0] == want[0] and len(set(got) & set(want)) >= 4, query  # bag-of-words vectors tie often

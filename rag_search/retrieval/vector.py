@@ -33,13 +33,13 @@ class VectorPlan:
 
 
 def plan(query: np.ndarray, limit: int, scope_size: int, collection_ids: tuple[int, ...], rest: SqlFilter,
-         overfetch: int = 1, k: int | None = None, exact_limit: int = EXACT_SCOPE_LIMIT) -> VectorPlan:
+         overfetch: int = 1, k: int | None = None, exact_limit: int | None = None) -> VectorPlan:
     """The KNN statement for a query vector: which column, how many neighbours, which constraints.
 
     `overfetch` widens an exact search; a binary search already returns all its coarse candidates rescored.
-    `exact_limit`: the largest scope searched exactly (smaller when the sign bits are in RAM).
+    `exact_limit`: the largest scope searched exactly (default EXACT_SCOPE_LIMIT; smaller with the bits in RAM).
     """
-    exact = scope_size <= exact_limit
+    exact = scope_size <= (EXACT_SCOPE_LIMIT if exact_limit is None else exact_limit)
     k = min(k or (limit * overfetch if exact else max(limit * COARSE_FACTOR, COARSE_MIN)), MAX_K)
     blob = as_blob(query)
     if exact:
