@@ -26,6 +26,7 @@ from rag_search.store import Store, reads
 
 from rag_pipelines.config import CollectionConfig
 from rag_pipelines.items import IndexStats
+from rag_pipelines.run_health import COLLECTION_TAG
 
 FAILED_ITEMS = "failed_items"  # metadata key of a run failure caused by items (not by a crash)
 BATCH_ITEMS = 100  # materialisations written to the event log together (DAGSTER_EVENT_BATCH_SIZE must be larger)
@@ -147,7 +148,7 @@ def record_unlogged(instance: dg.DagsterInstance, store: Store, cfg: CollectionC
     whoever marked it failed. Returns how many items were logged."""
     from dagster._core.events import DagsterEventType
 
-    ended = [r for r in instance.get_runs(filters=dg.RunsFilter(tags={"local_rag/collection": cfg.name},
+    ended = [r for r in instance.get_runs(filters=dg.RunsFilter(tags={COLLECTION_TAG: cfg.name},
                                                                 statuses=list(UNFINISHED)), limit=runs)
              if RECONCILED not in r.tags]
     if not ended:
@@ -172,11 +173,14 @@ def record_unlogged(instance: dg.DagsterInstance, store: Store, cfg: CollectionC
 
 def _run_keys(run, ordered: list[str]) -> list[str]:
     """The items a run was asked to index: its partition range or partition, or a sync run's keys."""
-    first, last = run.tags.get("dagster/asset_partition_range_start"), run.tags.get("dagster/asset_partition_range_end")
+    from dagster._core.storage.tags import (ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG,
+                                            PARTITION_NAME_TAG)
+
+    first, last = run.tags.get(ASSET_PARTITION_RANGE_START_TAG), run.tags.get(ASSET_PARTITION_RANGE_END_TAG)
     if first in ordered and last in ordered:
         return ordered[ordered.index(first): ordered.index(last) + 1]
-    if run.tags.get("dagster/partition"):
-        return [run.tags["dagster/partition"]]
+    if run.tags.get(PARTITION_NAME_TAG):
+        return [run.tags[PARTITION_NAME_TAG]]
     ops = (run.run_config or {}).get("ops", {})
     return [k for op in ops.values() for k in (op.get("config") or {}).get("reindex", [])]
 

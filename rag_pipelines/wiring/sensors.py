@@ -64,8 +64,7 @@ def build_sensor(c: CollectionDefs) -> dg.SensorDefinition:
         description=f"Scans the sources of '{c.cfg.name}' and requests runs for new, changed and deleted items.",
     )
     def sensor(context: dg.SensorEvaluationContext, rag: RagResource):
-        reaped = reap_dead_runs(context.instance)  # any collection's dead run blocks the one-run queue
-        for info in reaped:
+        for info in reap_dead_runs(context.instance):  # any collection's dead run blocks the one-run queue
             context.log.warning(f"marked run {info.run_id} ({info.job_name}) failed: {info.reason}")
         record_unlogged(context.instance, rag.store(), c.cfg, c.key, c.partitions.name)  # after a killed run
         active = context.instance.get_runs(

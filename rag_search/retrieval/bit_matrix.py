@@ -3,9 +3,8 @@
 sqlite-vec's binary KNN costs grow with k (100k chunks here: 11 ms at k=100, 36 ms at k=300, 145 ms at k=900);
 XOR + popcount over the same bits held column by column in numpy takes ~9 ms at 1M for any k (48 bytes a chunk:
 48 MB at 1M chunks, plus 24 bytes of ids and row numbers). Loading reads every row of the vector table (about
-1 s per 100k chunks), so only processes that
-answer many queries use it (`local-rag serve`, the search socket), loading in a background thread while
-queries keep using sqlite-vec.
+1 s per 100k chunks), so only processes that answer many queries use it (`local-rag serve`, the search
+socket), loading in a background thread while queries keep using sqlite-vec.
 
 The matrix is never served stale: it is valid only while the database is unchanged since it was read — PRAGMA
 data_version (commits by other connections) and the connection's own total_changes are compared on every query;

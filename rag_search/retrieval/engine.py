@@ -270,7 +270,7 @@ class SearchEngine:
         rest = build_where(filters.without_collections())
         in_ram = self.bit_matrix is not None and self.bit_matrix.ready()
         vplan = vector.plan(qvec, limit, scope, coll_ids, NO_FILTER, overfetch=1 if rest.empty else OVERFETCH,
-                            exact_limit=min(RAM_EXACT_LIMIT, vector.EXACT_SCOPE_LIMIT) if in_ram else vector.EXACT_SCOPE_LIMIT)
+                            exact_limit=min(RAM_EXACT_LIMIT, vector.EXACT_SCOPE_LIMIT) if in_ram else None)
         if not vplan.exact and in_ram:
             return self._knn_bits(qvec, rest, coll_ids, limit, vplan.k, eid, scope), False
         rows = vector.run(conn, qvec, vplan, vplan.k if not rest.empty else limit, eid)
