@@ -4,8 +4,9 @@
 
 1. Generates a vault of real prose (docstrings) as Markdown notes and indexes it with
    `local-rag index project` (a subprocess: its peak RSS is measured), then embeds the very same chunk
-   texts directly with the builtin embedder in one process. Prints both times, the ratio, and where
-   the pipeline's time went (asset body: parse / embed / write, the rest = Dagster + scan + startup).
+   texts directly with the builtin embedder in a fresh process. Prints both times, the ratio, and where
+   the asset body's time went (parse / waiting for the model / write; the model embeds on its own
+   threads while the body parses and writes; the rest is Dagster, scan and startup).
 2. Builds a 50k-file tree whose items the index already knows and times the sensor's no-change scan.
 3. Runs the watcher and times save → searchable for a few edits.
 """
@@ -174,22 +175,21 @@ def main() -> None:
         home = tmp / f"home{rep}"
         wall, summary, rss_kb = index_vault(home, vault)
         parts = asset_seconds(home)
-        body = sum(parts.values())
         embed_secs, n_chunks = embed_only(home)
         ratios.append(wall / embed_secs)
+        inner.append(wall - embed_secs)
         print(f"full index of {args.notes} notes ({n_chunks} chunks) through Dagster: {wall:.1f} s "
               f"({summary['outcomes']}, {len(summary['run_ids'])} run(s))")
-        print(f"  asset bodies: parse {parts['seconds_parsing']:.1f} s, embed {parts['seconds_embedding']:.1f} s "
-              f"write {parts['seconds_writing']:.1f} s; "
-              f"wall minus embedding {wall - parts['seconds_embedding']:.1f} s")
+        print(f"  asset bodies: parse {parts['seconds_parsing']:.1f} s, waiting for the model "
+              f"{parts['seconds_embedding']:.1f} s (it embeds on its own threads meanwhile), "
+              f"write {parts['seconds_writing']:.1f} s")
         print(f"embed-only, same {n_chunks} texts, same embedder, one process (model load included): {embed_secs:.1f} s")
-        print(f"  pipeline / embed-only = {wall / embed_secs:.2f}x (target <= 1.15x); pipeline / its own "
-              f"embedding = {wall / parts['seconds_embedding']:.2f}x (same process and minute: less noisy)")
-        inner.append(wall / parts["seconds_embedding"])
+        print(f"  pipeline / embed-only = {wall / embed_secs:.2f}x (target <= 1.15x); pipeline minus embed-only "
+              f"{wall - embed_secs:.1f} s")
         print(f"  peak RSS of the `local-rag index` process: {rss_kb / 1024:.0f} MB (target <= 400 MB)", flush=True)
     if args.repeats > 1:
         print(f"median pipeline / embed-only over {args.repeats} runs: {statistics.median(ratios):.2f}x; "
-              f"pipeline / its own embedding: {statistics.median(inner):.2f}x")
+              f"pipeline minus embed-only: {statistics.median(inner):.1f} s")
     if args.index_only:
         return
     med, worst = rescan(args.rescan_files)

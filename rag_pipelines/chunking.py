@@ -85,16 +85,31 @@ def bounded(count: TokenCounter) -> TokenCounter:
 
 def chunk_document(doc: Document, count: TokenCounter, spec: ChunkSpec, plain: bool = False,
                    metadata: dict | None = None) -> list[Chunk]:
-    count = bounded(count)
+    count = remembered(bounded(count))
     bodies = _plain(doc, count, spec) if plain else _structured(doc, count, spec)
     if not bodies and doc.title.strip():  # a note that is only a title is still findable by it
-        bodies = [(doc.title.strip(), (), None)]
+        bodies = [(doc.title.strip(), (), None, None)]
     meta = {**doc.metadata, **(metadata or {})}
     return [
         Chunk(index=i, text=text, title=doc.title, heading_path=path, page=page, ts=doc.ts, author=doc.author,
-              participants=doc.participants, tags=doc.tags, metadata=meta)
-        for i, (text, path, page) in enumerate(bodies)
+              participants=doc.participants, tags=doc.tags, metadata=meta, tokens=tokens)
+        for i, (text, path, page, tokens) in enumerate(bodies)
     ]
+
+
+def remembered(count: TokenCounter) -> TokenCounter:
+    """A counter that counts each short text once: a document's heading prefixes are counted per block."""
+    seen: dict[str, int] = {}
+
+    def counted(text: str) -> int:
+        if len(text) > 200:
+            return count(text)
+        n = seen.get(text)
+        if n is None:
+            n = seen[text] = count(text)
+        return n
+
+    return counted
 
 
 def context_prefix(title: str, path: tuple[str, ...]) -> str:
@@ -115,7 +130,7 @@ def _structured(doc: Document, count: TokenCounter, spec: ChunkSpec):
         current.append(block)
     if current:
         out.append(current)
-    return [_render(group, doc.title) for group in out]
+    return [_render(group, doc.title, count) for group in out]
 
 
 def _fits(group: list[_Block], title: str, count: TokenCounter, spec: ChunkSpec) -> bool:
@@ -125,17 +140,24 @@ def _fits(group: list[_Block], title: str, count: TokenCounter, spec: ChunkSpec)
     return prefix_tokens + sum(b.tokens + 1 for b in group) <= spec.max_tokens
 
 
-def _render(group: list[_Block], title: str) -> tuple[str, tuple[str, ...], int | None]:
+def _render(group: list[_Block], title: str, count: TokenCounter) -> tuple[str, tuple[str, ...], int | None, int]:
+    """The chunk's text, path, page and tokens (its parts' counts added up: the tokenizer splits at the
+    blank lines that join them, so the sum is the count of the whole)."""
     path = _common_path(group)
-    lines, shown = [], path
+    lines, shown, tokens = [], path, 0
     for b in group:
         if b.path != shown and len(b.path) > len(path):  # entering a sub-section: keep its heading line
-            lines.append("#" * len(b.path) + " " + b.path[-1])
+            heading = "#" * len(b.path) + " " + b.path[-1]
+            lines.append(heading)
+            tokens += count(heading)
             shown = b.path
         lines.append(b.text)
+        tokens += b.tokens
     prefix = context_prefix(title, path)
     body = "\n\n".join(lines)
-    return (f"{prefix}\n\n{body}" if prefix else body), path, group[0].page
+    if prefix:
+        return f"{prefix}\n\n{body}", path, group[0].page, tokens + count(prefix)
+    return body, path, group[0].page, tokens
 
 
 def _common_path(group: list[_Block]) -> tuple[str, ...]:
@@ -193,9 +215,10 @@ def _plain(doc: Document, count: TokenCounter, spec: ChunkSpec):
     out = []
     for s in doc.sections:
         prefix = context_prefix(doc.title, s.heading_path)
-        budget = max(16, spec.max_tokens - count(prefix) - 2)
-        for text, _ in window(s.text, budget, spec.overlap_tokens, count):
-            out.append((f"{prefix}\n\n{text}" if prefix else text, s.heading_path, s.page))
+        prefix_tokens = count(prefix)
+        budget = max(16, spec.max_tokens - prefix_tokens - 2)
+        for text, n in window(s.text, budget, spec.overlap_tokens, count):
+            out.append((f"{prefix}\n\n{text}" if prefix else text, s.heading_path, s.page, n + prefix_tokens))
     return out
 
 

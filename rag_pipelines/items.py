@@ -87,16 +87,19 @@ def index_keys(store: Store, embedder: Embedder, cfg: CollectionConfig, keys: It
             _delete(run, [key])  # no configured source holds such keys any more
         else:
             by_source.setdefault(owner, []).append(key)
-    for index, owned in by_source.items():
-        src = sources[index]
-        uris = {k: run.known[k].uri for k in owned if k in run.known}
-        for loaded in src.load(owned, known_uris=uris):
-            t0 = time.perf_counter()
-            item = _prepare(run, src, loaded)
-            run.stats.seconds_parsing += time.perf_counter() - t0
-            if item is not None:
-                writer.add(item)
-    writer.flush()
+    try:
+        for index, owned in by_source.items():
+            src = sources[index]
+            uris = {k: run.known[k].uri for k in owned if k in run.known}
+            for loaded in src.load(owned, known_uris=uris):
+                t0 = time.perf_counter()
+                item = _prepare(run, src, loaded)
+                run.stats.seconds_parsing += time.perf_counter() - t0
+                if item is not None:
+                    writer.add(item)
+        writer.flush()
+    finally:
+        writer.close()  # after an error: the embedding thread stops, nothing half-written
     for name in ("embedded", "seconds_embedding", "seconds_writing"):
         setattr(run.stats, name, getattr(writer.stats, name))
     return run.stats
@@ -130,7 +133,7 @@ def _prepare(run: _Run, src: Source, loaded: Loaded) -> ParsedItem | None:
         return _fail(run, ref, fp, "unreadable", f"cannot read it ({exc.strerror or exc}); check it exists and is readable")
     except Exception as exc:  # a parser bug must not stop the run; the item records it
         return _fail(run, ref, fp, "error", f"{type(exc).__name__}: {exc}")
-    tokens = sum(run.embedder.count_tokens(c.vector_text) for c in chunks)
+    tokens = sum(run.embedder.count_tokens(c.vector_text) if c.tokens is None else c.tokens for c in chunks)
     run.stats.tokens += tokens
     run.stats.item_tokens[key] = tokens
     if run.on_work:

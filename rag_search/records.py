@@ -81,6 +81,7 @@ class Chunk:
     metadata: dict[str, Any] = field(default_factory=dict)
     embed_text: str | None = None  # what the vector is made from when it is not `text` (file-path ingest)
     keywords: str = ""  # words it is found by but never shows: split code identifiers (parseConfig → parse config)
+    tokens: int | None = None  # the embedder's tokens in vector_text, when the chunker counted them on the way
 
     @property
     def vector_text(self) -> str:

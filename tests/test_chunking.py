@@ -115,3 +115,17 @@ def test_chunking_one_huge_line_keeps_memory_flat(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     chunks, peak_mb = map(int, out.stdout.split())
     assert chunks > 1000 and peak_mb < 300, (chunks, peak_mb)
+
+
+@pytest.mark.parametrize("plain", [False, True])
+def test_chunk_token_counts_are_the_embedders_counts(plain, builtin_embedder):
+    """The chunker adds up the counts of the parts it joins; the sum must be the count of the joined text
+    (items record it per chunk without tokenising every chunk a second time)."""
+    count = builtin_embedder.count_tokens
+    spec = chunk_spec(builtin_embedder.max_input_tokens)
+    docs = [parse((FIXTURES / case).read_bytes(), case) for case in CASES] + [parse(long_note(), "long.md")]
+    docs += [parse(p.read_bytes(), p.name) for p in sorted((FIXTURES / "vault").rglob("*.md"))]
+    chunks = [c for doc in docs for c in chunk_document(doc, count, spec, plain=plain)]
+    counted = [c for c in chunks if c.tokens is not None]
+    assert len(counted) > 20 and len(counted) >= len(chunks) - len(docs)  # only title-only notes go uncounted
+    assert [c.tokens for c in counted] == [count(c.vector_text) for c in counted]

@@ -35,6 +35,21 @@ def test_builtin_batching_by_length_keeps_input_order(builtin_embedder):
     np.testing.assert_allclose(together, alone, atol=2e-3)
 
 
+def test_builtin_runs_on_every_thread_and_gives_the_vectors_of_one_run_at_a_time():
+    """Several one-thread runs share one session at once: each text's vector must be exactly its own."""
+    from rag_search.embedders.builtin import BuiltinEmbedder
+
+    texts = [f"note {i}: " + "the heron waits by the river " * (i % 7 + 1) for i in range(24)]
+    parallel = BuiltinEmbedder(threads=3)
+    together = parallel.embed_documents(texts)
+    assert parallel._pool is not None  # the texts went to the workers
+    one_by_one = np.vstack([parallel._run([t]) for t in texts])
+    assert np.array_equal(together, one_by_one)
+    heard = []
+    parallel.embed_documents(texts[:5], progress=heard.append)
+    assert sum(heard) == 5
+
+
 def test_builtin_counts_tokens_without_truncation(builtin_embedder):
     assert builtin_embedder.count_tokens("hello world") == 2
     assert builtin_embedder.count_tokens("word " * 1000) == 1000

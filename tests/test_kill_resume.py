@@ -17,7 +17,7 @@ import pytest
 from rag_search.store import Store, reads
 from rag_search.store.connection import connect
 
-NOTES = 60
+NOTES = 150  # ~3 chunks each: several groups of ItemWriter.group_chunks
 
 
 def make_notes(folder: Path, n: int = NOTES) -> None:
@@ -80,7 +80,7 @@ def test_kill_mid_index_then_resume(tmp_path):
     assert after_kill["integrity"] == "ok"
     assert after_kill["chunks"] == after_kill["fts"] == after_kill["vectors"]
     assert after_kill["orphan_chunks"] == 0 and after_kill["indexed_without_chunks"] == 0
-    assert 3 <= saved < NOTES  # items were written one by one, not at the end of a group
+    assert 3 <= saved < NOTES  # items were written group by group as their vectors came, not at the end
 
     # `status` marks the dead run failed first: the next index must still log what it wrote but never logged
     status = subprocess.run([exe, "status", "--json"], env=env, capture_output=True, text=True, timeout=120)

@@ -27,6 +27,7 @@ from typing import Iterator
 
 from dagster import Field, StringSource
 from dagster._core.events import DagsterEventType
+from dagster._core.storage.event_log.schema import SqlEventLogStorageTable
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
 from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS
 from sqlalchemy import create_engine, event
@@ -108,10 +109,12 @@ class LocalEventLogStorage(SqliteEventLogStorage):
         run_id = events[0].run_id if events else None
         if not run_id or any(e.run_id != run_id or e.dagster_event_type not in ITEM_EVENTS for e in events):
             return super().store_event_batch(events)
+        rows = [self._event_to_row(e) for e in events]  # each event serialised once, for both databases
         with self.run_connection(run_id) as conn:
-            conn.execute(self.prepare_insert_event_batch(events))
+            conn.execute(SqlEventLogStorageTable.insert(), rows)
         with self.index_transaction() as conn:
-            ids = [conn.execute(self.prepare_insert_event(e)).inserted_primary_key[0] for e in events]
+            insert = SqlEventLogStorageTable.insert()  # compiled once (SQLAlchemy's cache), a row at a time: its id
+            ids = [conn.execute(insert, row).inserted_primary_key[0] for row in rows]
             self._store_asset_event_tags(conn, events, ids)
             for i in _last_per_asset(events):  # what the asset's row ends up holding after all of them
                 self._store_asset_event(conn, events[i], ids[i])
