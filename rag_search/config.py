@@ -44,7 +44,7 @@ class EmbedderSettings(_Section):
         120.0, gt=0, description="Ollama: seconds one batch may take before it is abandoned."
     )
     threads: int | None = Field(
-        None, ge=1, description="Builtin: CPU threads for onnxruntime (default: all cores)."
+        None, ge=1, description="Builtin: texts embedded at once, one CPU thread each (default: all cores)."
     )
 
 
