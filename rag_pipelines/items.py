@@ -37,7 +37,7 @@ class IndexStats:
     tokens: int = 0
     embedded: int = 0
     seconds_parsing: float = 0.0
-    seconds_embedding: float = 0.0
+    seconds_embedding: float = 0.0  # waiting for vectors: the model embeds while the next items are parsed
     seconds_writing: float = 0.0
     failures: list[tuple[str, str, str]] = field(default_factory=list)  # (key, kind, message)
     outcomes: dict[str, str] = field(default_factory=dict)
