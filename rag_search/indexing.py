@@ -15,9 +15,10 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 
 from rag_search.embedders.base import Embedder, Progress
-from rag_search.records import Chunk, Fingerprint, ItemRef, text_hash
+from rag_search.embedders.cached import lookup
+from rag_search.records import Chunk, Fingerprint, ItemRef
 from rag_search.store import Store, writes
-from rag_search.store.cache import cache_vectors, cached_vectors
+from rag_search.store.cache import cache_vectors
 
 GROUP_CHUNKS = 128  # chunks embedded between writes: ~1.5 s of the builtin model on 2 cores (fewer, shorter tails)
 
@@ -108,11 +109,7 @@ class ItemWriter:
         self.store.bind_embedder(self.embedder.id, self.embedder.dimensions)
         t0 = time.perf_counter()
         texts = [ch.vector_text for item in items for ch in item.chunks]
-        hashes = [text_hash(t) for t in texts]
-        have = cached_vectors(self.store, self.embedder.id, hashes)
-        todo = {h: t for h, t in zip(hashes, texts) if h not in have}
-        if self.progress and len(texts) - len(todo):
-            self.progress(len(texts) - len(todo))
+        hashes, have, todo = lookup(self.store, self.embedder, texts, self.progress)
         if todo and self._thread is None:
             self._thread = ThreadPoolExecutor(1, thread_name_prefix="embed-group")
         keys, fresh = list(todo), []
