@@ -65,12 +65,42 @@ def test_probing_an_items_chunks_picks_the_same_chunk_as_ranking_the_index(store
                                 f"I{n}", [Chunk(j, t) for j, t in enumerate(texts)]))
     write_items(store, fake_embedder, items)
     ids = [r[0] for r in store.conn.execute("SELECT id FROM items ORDER BY id")]
-    expr = '"ferry" OR "timetable"'
+    terms = keyword.parse_terms("ferry timetable")
+    expr = keyword.match_expression(terms)
     probed = keyword.best_chunks(store.conn, ids, expr, EVERY, probe=True)
-    ranked = keyword.best_chunks(store.conn, ids, expr, EVERY, probe=False)
-    assert probed == ranked and len(probed) == 12
+    monkeypatch.setattr(keyword, "PROBE_MAX", 0)  # too many chunks to probe: their matches ranked in the index
+    ranked = keyword.best_chunks(store.conn, ids, expr, EVERY, probe=True)
+    covering = keyword.best_chunks(store.conn, ids, expr, EVERY, probe=False, terms=terms)  # a common word in it
+    assert probed == ranked == covering and len(probed) == 12
     idx = dict(store.conn.execute("SELECT id, idx FROM chunks"))
     assert {idx[c] for c in probed.values()} == {1}
+
+
+def test_with_a_common_word_the_chunk_holding_the_rarer_word_is_chosen_without_ranking(store, fake_embedder,
+                                                                                       monkeypatch):
+    from rag_search.indexing import ParsedItem, write_items
+    from rag_search.records import Chunk, Fingerprint, ItemRef
+    from rag_search.store import writes
+
+    monkeypatch.setattr(keyword, "COMMON_MIN_DOCS", 5)  # "report" is in 31 chunks: common; "quarterly" in 1
+    writes.ensure_collection(store, "c")
+    items = [ParsedItem(ItemRef("c", f"f{n}.md", f"/c/f{n}.md", "markdown"), Fingerprint(1, 1, str(n)), f"F{n}",
+                        [Chunk(0, f"report report report {n}")]) for n in range(30)]
+    items.append(ParsedItem(ItemRef("c", "q.md", "/c/q.md", "markdown"), Fingerprint(1, 1, "q"), "Q",
+                            [Chunk(0, "report report report report on the weather"), Chunk(1, "lunch plans"),
+                             Chunk(2, "the quarterly report")]))
+    write_items(store, fake_embedder, items)
+    q = store.conn.execute("SELECT id FROM items WHERE key = 'q.md'").fetchone()[0]
+    terms = keyword.parse_terms("quarterly report")
+    calls = []
+    store.conn.set_trace_callback(calls.append)
+    try:
+        best = keyword.best_chunks(store.conn, [q], keyword.match_expression(terms), EVERY, probe=False, terms=terms)
+    finally:
+        store.conn.set_trace_callback(None)
+    idx = dict(store.conn.execute("SELECT id, idx FROM chunks"))
+    assert idx[best[q]] == 2  # BM25 of "report" alone would pick chunk 0; the rare word decides
+    assert any("MATCH" in c for c in calls) and not any("rank" in c.lower() for c in calls)  # no statement ranks a common word's whole doclist
 
 
 def test_a_hybrid_search_with_only_common_words_still_answers_from_the_vector_side(index, fake_embedder, monkeypatch):

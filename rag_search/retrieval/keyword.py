@@ -18,6 +18,8 @@ too few (unless the OR would rank most of the index: then the AND's rows stand).
 
 from __future__ import annotations
 
+import json
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -214,15 +216,16 @@ def exact_items(conn: Any, terms: list[Term], where: SqlFilter, max_items: int) 
     return out
 
 
-def best_chunks(conn: Any, item_ids: list[int], expression: str | None, where: SqlFilter,
-                probe: bool = False) -> dict[int, int]:
-    """Per item, its chunk that best matches the expression (BM25), else its first chunk passing the filters.
+def best_chunks(conn: Any, item_ids: list[int], expression: str | None, where: SqlFilter, probe: bool = False,
+                terms: list[Term] | None = None, df_cache: dict[str, int] | None = None) -> dict[int, int]:
+    """Per item, its chunk that best matches the query, else its first chunk passing the filters.
 
-    probe: the expression holds rare words only, so a few items' chunks may be scored one by one (FTS5 computes
-    each phrase's document count per statement: a probe with a common word costs ~7 ms at 200k rows).
+    probe: the expression holds rare words only, so the items' chunks are ranked by BM25 (FTS5 computes each
+    phrase's document count per statement, cheap for rare words). Otherwise a common word would make that count
+    read its whole doclist (a word in most of 100k chunks: 80 ms; at 1M 0.8 s, whatever the few chunks asked
+    about), so each term is matched unranked among the items' chunks instead (~0.5 ms at 1M) and the chunk
+    holding the rarest of them wins (`_covering`).
     """
-    import json
-
     out: dict[int, int] = {}
     cond = "" if where.empty else f" AND {where.sql}"
     items = json.dumps(item_ids)
@@ -230,21 +233,22 @@ def best_chunks(conn: Any, item_ids: list[int], expression: str | None, where: S
                           f"(SELECT value FROM json_each(?)){cond} ORDER BY c.id", (items, *where.params)).fetchall()
     if expression and probe and len(chunks) <= PROBE_MAX:
         # A few items: rank only their own chunks, in one statement (0.1–0.3 ms at 1M chunks; a statement per chunk
-        # took ~4 ms each), rather than every chunk of the index that matches (seconds for common words at 1M).
+        # took ~4 ms each), rather than every chunk of the index that matches.
         item_of = dict(chunks)
         rows = conn.execute(f"SELECT rowid FROM {CHUNKS} WHERE {CHUNKS} MATCH ? AND rowid IN "
                             "(SELECT value FROM json_each(?)) ORDER BY rank, rowid",
                             (expression, json.dumps(list(item_of))))
         for (chunk,) in rows:
             out.setdefault(item_of[chunk], chunk)
-        expression = None
-    if expression:
+    elif expression and probe:  # many chunks, rare words: ranking their few matches in the index is cheap
         rows = conn.execute(
             "SELECT c.item_id, chunks_fts.rowid FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid "
             "JOIN items i ON i.id = c.item_id WHERE chunks_fts MATCH ? AND c.item_id IN (SELECT value FROM json_each(?))"
             f"{cond} ORDER BY chunks_fts.rank", (expression, items, *where.params))
         for item, chunk in rows:
             out.setdefault(item, chunk)
+    elif terms:
+        out.update(_covering(conn, chunks, terms, {} if df_cache is None else df_cache))
     rest = [i for i in item_ids if i not in out]
     if rest:
         rows = conn.execute(
@@ -252,4 +256,26 @@ def best_chunks(conn: Any, item_ids: list[int], expression: str | None, where: S
             f"WHERE c.item_id IN (SELECT value FROM json_each(?)){cond} GROUP BY c.item_id",
             (json.dumps(rest), *where.params))
         out.update({item: chunk for item, _, chunk in rows})
+    return out
+
+
+def _covering(conn: Any, chunks: list[tuple[int, int]], terms: list[Term], df_cache: dict[str, int]) -> dict[int, int]:
+    """Per item (of `chunks`: (chunk id, item id) by chunk id), its chunk holding the rarest query terms: the sum
+    over the distinct terms it holds of log(1 + (COMMON_MIN_DOCS + 1) / rows holding the term, counted up to
+    COMMON_MIN_DOCS + 1); ties go to the item's first chunk."""
+    item_of = dict(chunks)
+    ids = json.dumps(list(item_of))
+    score: dict[int, float] = {}
+    for t in terms:
+        held = conn.execute(f"SELECT rowid FROM {CHUNKS} WHERE {CHUNKS} MATCH ? AND rowid IN "
+                            "(SELECT value FROM json_each(?))", (t.fts(), ids)).fetchall()
+        if held:
+            weight = math.log(1 + (COMMON_MIN_DOCS + 1) / max(_df(conn, t, df_cache, CHUNKS), 1))
+            for (chunk,) in held:
+                score[chunk] = score.get(chunk, 0.0) + weight
+    out: dict[int, int] = {}
+    best: dict[int, float] = {}
+    for chunk, item in chunks:  # by chunk id: the first of equal scores stays
+        if chunk in score and score[chunk] > best.get(item, 0.0):
+            out[item], best[item] = chunk, score[chunk]
     return out

@@ -14,6 +14,7 @@ Candidates a reranker could not score in time keep their fused order below the s
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import time
@@ -109,6 +110,7 @@ def query_words(query: str) -> list[str]:
     return list(dict.fromkeys(w for w in words if w not in STOPWORDS)) or list(dict.fromkeys(words))
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def _stem(w: str) -> str:
     for suffix in ("ing", "ed", "es", "s", "ly"):
         if len(w) > len(suffix) + 3 and w.endswith(suffix):
@@ -123,10 +125,12 @@ def features(query: str, candidates: list[Candidate]) -> np.ndarray:
     top_bm25 = max((-c.bm25 for c in candidates if c.bm25 is not None), default=0.0)
     rows = []
     for c in candidates:
-        words = [_stem(w) for w in _WORD.findall(c.text.lower())]
+        raw = _WORD.findall(c.text.lower())
+        stem_of = {w: _stem(w) for w in set(raw)}  # each distinct word stemmed once (a chunk repeats its words)
         title = {_stem(w) for w in _WORD.findall(c.title.lower())}
-        present = set(words)
+        present = set(stem_of.values())
         covered = [q for q in qstems if q in present]
+        words = [stem_of[w] for w in raw] if len(covered) > 1 else []  # positions matter for proximity only
         rows.append([
             c.fused_score / top_fused,
             (-c.bm25 / top_bm25) if (c.bm25 is not None and top_bm25 > 0) else 0.0,
