@@ -227,7 +227,7 @@ def best_chunks(conn: Any, item_ids: list[int], expression: str | None, where: S
     holding the rarest of them wins (`_covering`).
     """
     out: dict[int, int] = {}
-    cond = "" if where.empty else f" AND {where.sql}"
+    cond = "" if where.empty else f" AND {where.for_rows}"  # a few items' chunks: checked one by one
     items = json.dumps(item_ids)
     chunks = conn.execute(f"SELECT c.id, c.item_id FROM chunks c JOIN items i ON i.id = c.item_id WHERE c.item_id IN "
                           f"(SELECT value FROM json_each(?)){cond} ORDER BY c.id", (items, *where.params)).fetchall()
