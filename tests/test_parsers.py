@@ -187,3 +187,45 @@ def test_plain_text_title_is_its_first_line_when_set_off(data, title, body):
     doc = parse(data, "notes/letter.txt")
     assert doc.title == title and doc.sections[0].text.startswith(body)
     assert (title + "\n") not in all_text(doc)  # the title is not repeated in the body
+
+
+FRONTMATTERS = [
+    "title: Meeting notes\ntags: [project/alpha, meeting, q3]\ndate: 2024-03-05\naliases:\n  - alpha sync\n  - weekly\n",
+    "a:\n- one\n- two: 2\n  three: [3, {four: 4.0}]\nb: !!str 12\nc: ~\nd: yes\ne: 2024-03-05T10:00:00Z\n",
+    "base: &b {x: 1, y: [1, 2]}\nderived:\n  <<: *b\n  y: 3\nlist: [*b, *b]\n",
+    "? complex key\n: value\n\"quoted: key\": 'single ''quoted'''\nmultiline: |\n  line one\n  line two\nfolded: >\n  a\n  b\n",
+    "- - - nested\n  - in\n- sequences\n",
+    "tags: [unclosed\n",
+    "a: b: c\n",
+]
+
+
+@pytest.mark.parametrize("block", FRONTMATTERS)
+def test_libyaml_and_the_python_loader_read_frontmatter_alike(block, monkeypatch):
+    """The fast loader is used when the block cannot nest deep: it must give the very same properties, body and
+    warning (an invalid block's message is the pure-Python loader's)."""
+    from rag_pipelines.parsers import frontmatter
+
+    if frontmatter.BoundedCLoader is None:
+        pytest.skip("PyYAML built without libyaml")
+    assert frontmatter.depth_bound(block) <= frontmatter.C_MAX_DEPTH  # libyaml reads these
+    text = f"---\n{block}---\nbody\n"
+    fast = frontmatter.split_frontmatter(text)
+    monkeypatch.setattr(frontmatter, "BoundedCLoader", None)
+    assert fast == frontmatter.split_frontmatter(text)
+    assert fast[2] is None or "frontmatter" in fast[2]
+
+
+def test_a_frontmatter_nesting_thousands_deep_is_a_warning_not_a_crashed_process(tmp_path):
+    """30,000 levels of `- ` fit in the 64 KB frontmatter limit and crash libyaml's recursive composer (the
+    whole process, not an exception): such a block must go to the pure-Python loader. In a child process, so a
+    crash fails this test instead of ending the test run."""
+    import subprocess
+    import sys
+
+    script = ("from rag_pipelines.parsers.frontmatter import split_frontmatter\n"
+              "props, body, warning = split_frontmatter('---\\n' + '- ' * 30000 + 'x\\n---\\nbody\\n')\n"
+              "print(props == {} and warning)\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "invalid frontmatter YAML: nested too deeply" in out.stdout
