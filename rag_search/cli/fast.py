@@ -6,6 +6,7 @@ LOCAL_RAG_NO_SERVER=1 always searches in-process.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import socket
@@ -27,7 +28,12 @@ def main() -> None:
             sys.exit(reply.get("code", 1))
     from rag_search.cli.main import cli
 
-    cli()
+    try:
+        cli()
+    finally:
+        # Nothing is left to collect: what we opened is closed by now. Without this the interpreter's last garbage
+        # collection walks every object Dagster and the model left behind: 0.25-0.45 s after each command.
+        gc.freeze()
 
 
 def ask_server(args: list[str]) -> dict | None:
