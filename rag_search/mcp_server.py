@@ -7,6 +7,7 @@ thin: parse arguments → one library call → JSON. Errors come back as tool er
 from __future__ import annotations
 
 import json
+import sys
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from functools import partial
@@ -71,6 +72,17 @@ def open_context(paths: Paths | None = None) -> RagContext:
         if recorded and same_vectors(recorded[0], embedder.id) and recorded[1] == embedder.dimensions:
             embedder.embed_query("warm up")  # load the model now, not on the first question
     return _context
+
+
+def close_context() -> None:
+    """Close rag.db (the server is stopping): the last connection to close folds the WAL in and removes it."""
+    global _context
+    if _context is not None:
+        _context.store.close()
+        _context = None
+    resources = sys.modules.get("rag_pipelines.wiring.resources")  # opened by rag_index, if it ran
+    if resources is not None:
+        resources.close_all()
 
 
 def _ctx() -> RagContext:

@@ -292,3 +292,18 @@ def test_a_large_top_k_lists_every_hit_within_the_budget():
     assert out[-1]["source"] == hits[-1].uri and out[-1]["item_id"] == 99
     assert [o["item_id"] for o in out] == list(range(100))
     assert "only where to look" in note
+
+
+def test_a_server_that_stops_closes_the_index(home):
+    """A client ending the session stops the server, which closes rag.db: the WAL is folded in and removed (the CLI
+    skips the interpreter's last garbage collection, so nothing may rely on it to close files)."""
+    env, _, _ = home
+    db = Path(env["LOCAL_RAG_HOME"]) / "rag.db"
+
+    async def go():
+        async with session(env) as s:
+            assert payload(await s.call_tool("rag_search", {"query": "kube-proxy iptables rollback"}))["hits"]
+            assert db.with_name("rag.db-wal").exists()  # open while serving
+
+    asyncio.run(go())
+    assert not db.with_name("rag.db-wal").exists()

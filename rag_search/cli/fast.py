@@ -31,8 +31,10 @@ def main() -> None:
     try:
         cli()
     finally:
-        # Nothing is left to collect: what we opened is closed by now. Without this the interpreter's last garbage
-        # collection walks every object Dagster and the model left behind: 0.25-0.45 s after each command.
+        # One collection now (closing what only cycles still hold, e.g. a server's connections: their WAL is folded
+        # in), then none at exit: the interpreter's own shutdown collections walk every object Dagster and the model
+        # left behind, 0.25-0.45 s after each command; this costs ~0.1 s.
+        gc.collect()
         gc.freeze()
 
 

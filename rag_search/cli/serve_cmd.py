@@ -44,3 +44,4 @@ def serve(app: App, port: int | None, host: str, token: str | None, allow_hosts:
         mcp_server.serve_http(host, port, token, hosts, origins)
     finally:
         searches.stop()
+        mcp_server.close_context()
