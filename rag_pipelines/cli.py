@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -195,10 +196,18 @@ def index_all(app: App, force: bool, as_json: bool):
 @click.option("--debounce", default=2.0, show_default=True, help="Seconds of quiet before changes are indexed.")
 @pass_app
 def watch(app: App, collections: tuple[str, ...], debounce: float):
-    """Index changes seconds after files are saved (near-real-time; Ctrl-C to stop)."""
+    """Index changes seconds after files are saved (near-real-time; Ctrl-C or SIGTERM to stop)."""
     from rag_pipelines.watch import watch_collections
 
-    watch_collections(app.paths, list(collections) or None, debounce, echo=lambda m: click.echo(m, err=True))
+    # Started in the background by a script, SIGINT is ignored, and Dagster points SIGTERM at SIGINT's handler at
+    # every run: `kill` would be ignored too. Either signal stops the watcher (through its cleanup).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        watch_collections(app.paths, list(collections) or None, debounce, echo=lambda m: click.echo(m, err=True))
+    except KeyboardInterrupt:
+        click.echo("stopped watching (what was saved before is indexed; later saves are caught up on the next "
+                   "`local-rag watch` or `local-rag index`)", err=True)
 
 
 @click.command("ui")

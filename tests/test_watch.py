@@ -44,3 +44,43 @@ def test_saved_note_is_searchable_seconds_later(tmp_path, monkeypatch):
         thread.join(timeout=30)
         resources.close_all()
     assert watch_stats(paths)["running"] is False
+
+
+def test_the_watcher_stops_on_sigterm_even_when_sigint_is_ignored(tmp_path, monkeypatch):
+    """`local-rag watch &` from a script starts with SIGINT ignored, and Dagster points SIGTERM at SIGINT's handler
+    on every run: `kill` was ignored and only SIGKILL stopped it. A real process, a real signal."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    paths, _ = make_home(tmp_path, monkeypatch)
+    exe = str(Path(sys.executable).with_name("local-rag"))
+    proc = subprocess.Popen([exe, "watch", "--debounce", "0.5"], env={**os.environ}, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    try:
+        deadline = time.time() + 120
+        while not _watch_runs_done(paths):  # the catch-up run has gone through Dagster (which remaps SIGTERM)
+            assert proc.poll() is None and time.time() < deadline
+            time.sleep(0.3)
+        proc.send_signal(signal.SIGTERM)
+        err = proc.communicate(timeout=60)[1]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0 and "stopped watching" in err, err
+    assert watch_stats(paths)["running"] is False
+    assert not (paths.db.parent / "rag.db-wal").exists()  # its connection closed on the way out
+
+
+def _watch_runs_done(paths) -> bool:
+    if not (paths.dagster_home / "dagster.yaml").exists():
+        return False
+    instance = dg.DagsterInstance.from_config(str(paths.dagster_home))
+    try:
+        runs = instance.get_runs(filters=dg.RunsFilter(tags={"local_rag/trigger": "watch"},
+                                                       statuses=[dg.DagsterRunStatus.SUCCESS]))
+        return bool(runs)
+    finally:
+        instance.dispose()
