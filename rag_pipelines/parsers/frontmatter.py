@@ -59,10 +59,11 @@ def split_frontmatter(text: str) -> tuple[dict, str, str | None]:
     block, body = text[4 : end.start()], text[end.end() :].lstrip("\n")
     if len(block.encode("utf-8", errors="replace")) > MAX_FRONTMATTER_BYTES:
         return {}, text, f"frontmatter over {MAX_FRONTMATTER_BYTES // 1024} KB not read as properties; shorten it"
-    if flow_depth(block) > MAX_FLOW_DEPTH:
+    flow = flow_depth(block)
+    if flow > MAX_FLOW_DEPTH:
         return {}, text, f"invalid frontmatter YAML: brackets nested over {MAX_FLOW_DEPTH} deep"
     try:
-        props = _load(block) if block.strip() else {}
+        props = _load(block, flow) if block.strip() else {}
     except _Expands:
         return {}, text, (f"frontmatter not read: its aliases expand to over {MAX_YAML_NODES:,} values; "
                           "write the values out instead of using YAML aliases")
@@ -75,8 +76,8 @@ def split_frontmatter(text: str) -> tuple[dict, str, str | None]:
     return props, body, None
 
 
-def _load(block: str):
-    if BoundedCLoader is not None and depth_bound(block) <= C_MAX_DEPTH:
+def _load(block: str, flow: int):
+    if BoundedCLoader is not None and depth_bound(block, flow) <= C_MAX_DEPTH:
         try:
             return yaml.load(block, Loader=BoundedCLoader)
         except yaml.YAMLError:
@@ -84,12 +85,13 @@ def _load(block: str):
     return yaml.load(block, Loader=BoundedLoader)
 
 
-def depth_bound(block: str) -> int:
+def depth_bound(block: str, flow: int | None = None) -> int:
     """An upper bound of how deep the block's collections nest. A level deeper needs more indentation than
     its parent's, an indicator ('- ', '? ', ': ': a sequence in a mapping may share its key's column), or a
-    flow bracket, so the deepest indentation plus those characters' count bounds it."""
+    flow bracket, so the deepest indentation plus those characters' count plus the flow depth bounds it."""
     indent = max((len(line) - len(line.lstrip(" \t")) for line in block.split("\n")), default=0)
-    return indent + block.count("-") + block.count("?") + block.count(":") + flow_depth(block) + 1
+    flow = flow_depth(block) if flow is None else flow
+    return indent + block.count("-") + block.count("?") + block.count(":") + flow + 1
 
 
 def flow_depth(block: str) -> int:

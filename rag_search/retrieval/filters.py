@@ -125,8 +125,7 @@ def build_where(filters: Filters, collection_ids: tuple[int, ...] = ()) -> SqlFi
     ids_sql = None
     if facet_queries and not others:
         ids_sql = " INTERSECT ".join(f"SELECT * FROM ({q})" for q in facet_queries)
-    row_sql = " AND ".join(row_parts) if facet_queries or filters.people or filters.participants else None
-    return SqlFilter(" AND ".join(parts) or "1", tuple(params), ids_sql, row_sql)
+    return SqlFilter(" AND ".join(parts) or "1", tuple(params), ids_sql, " AND ".join(row_parts) or "1")
 
 
 def _facet_of_row(condition: str) -> str:
