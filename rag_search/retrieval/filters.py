@@ -130,7 +130,8 @@ def build_where(filters: Filters, collection_ids: tuple[int, ...] = ()) -> SqlFi
 
 def _facet_of_row(condition: str) -> str:
     """The chunk `c` holds a facet meeting the condition, looked up among its own few facets. Left to itself
-    the planner walks the by-value index over every row of the facet's name (all tags: 1.4 s a statement at 100k)."""
+    the planner walks the by-value index over every row of the facet's name (all tags: 1.8 s to check 400 chunks
+    at 100k; 0.5 ms forced)."""
     return f"EXISTS (SELECT 1 FROM chunk_facets f INDEXED BY chunk_facets_by_chunk WHERE f.chunk_id = c.id AND {condition})"
 
 
