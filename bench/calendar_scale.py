@@ -275,8 +275,8 @@ def section_sync(path: Path, home: Path, keys: list[str], repeats: int) -> None:
     import yaml
 
     from rag_pipelines.config import load_collections
-    from rag_pipelines.scan import open_sources
-    from rag_pipelines.sync import plan_sync
+    from rag_pipelines.indexing.scan import open_sources
+    from rag_pipelines.indexing.plan import plan_sync
     from rag_pipelines.wiring.assets import add_partitions, partitions_name
     from rag_pipelines.wiring.definitions import build_definitions
     from rag_pipelines.wiring.instance import DAGSTER_YAML, ensure_instance

@@ -76,10 +76,10 @@ def section_rescan(repo: Path, home: Path, repeats: int) -> dict:
     import dagster as dg
 
     from rag_pipelines.config import load_collections
-    from rag_pipelines.scan import open_sources
+    from rag_pipelines.indexing.scan import open_sources
     from rag_pipelines.sources import gitcli
     from rag_pipelines.sources.git import GitOptions, GitSource, window_start
-    from rag_pipelines.sync import plan_sync
+    from rag_pipelines.indexing.plan import plan_sync
     from rag_pipelines.wiring.assets import add_partitions
     from rag_pipelines.wiring.definitions import build_definitions
     from rag_pipelines.wiring.instance import ensure_instance
@@ -158,7 +158,7 @@ def section_rescan(repo: Path, home: Path, repeats: int) -> dict:
 
 
 def section_chunking(repo: Path, keys: list[str], sample: int) -> None:
-    from rag_pipelines.chunking import chunk_spec
+    from rag_pipelines.chunking.prose import chunk_spec
     from rag_pipelines.sources.git import GitOptions, GitSource
     from rag_search.embedders.builtin import BuiltinEmbedder
 

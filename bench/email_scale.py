@@ -204,9 +204,9 @@ def section_rescan(store: Path, home: Path, repeats: int) -> dict:
     import dagster as dg
 
     from rag_pipelines.config import load_collections
-    from rag_pipelines.scan import open_sources
+    from rag_pipelines.indexing.scan import open_sources
     from rag_pipelines.sources.emclient import EmClientOptions, EmClientSource
-    from rag_pipelines.sync import plan_sync
+    from rag_pipelines.indexing.plan import plan_sync
     from rag_pipelines.wiring.assets import add_partitions, partitions_name
     from rag_pipelines.wiring.definitions import build_definitions
     from rag_pipelines.wiring.instance import DAGSTER_YAML, ensure_instance
@@ -395,7 +395,7 @@ def fake_range_run(res: dict, n: int) -> dict:
     from fakes import HashEmbedder
 
     from rag_pipelines.config import load_collections
-    from rag_pipelines.runs import _execute
+    from rag_pipelines.indexing.runs import _execute
     from rag_pipelines.wiring import resources
     from rag_pipelines.wiring.definitions import build_definitions
     from rag_pipelines.wiring.sensors import range_tags

@@ -56,8 +56,8 @@ def section_rescan(db: Path, work: Path, unit: str, repeats: int) -> dict:
     import dagster as dg
 
     from rag_pipelines.config import load_collections
-    from rag_pipelines.scan import open_sources
-    from rag_pipelines.sync import plan_sync
+    from rag_pipelines.indexing.scan import open_sources
+    from rag_pipelines.indexing.plan import plan_sync
     from rag_pipelines.wiring.assets import add_partitions, partitions_name
     from rag_pipelines.wiring.instance import DAGSTER_YAML
     from rag_pipelines.wiring.resources import RagResource

@@ -190,9 +190,9 @@ def know_everything(paths, collection: str, scan, source_type: str) -> None:
 
 
 def section_scans(path: Path, work: Path, repeats: int, append: int) -> dict:
-    from rag_pipelines.scan import open_sources
+    from rag_pipelines.indexing.scan import open_sources
     from rag_pipelines.sources import mbox
-    from rag_pipelines.sync import plan_sync
+    from rag_pipelines.indexing.plan import plan_sync
     from rag_pipelines.wiring.resources import RagResource
 
     paths, cfg = make_home(work / "big-home", "gmail", {"type": "gmail", "path": str(path)})
@@ -347,8 +347,8 @@ def section_first_index(n: int, work: Path, repeats: int) -> None:
 
 
 def section_superwhisper(n: int, work: Path, repeats: int) -> None:
-    from rag_pipelines.scan import open_sources
-    from rag_pipelines.sync import plan_sync
+    from rag_pipelines.indexing.scan import open_sources
+    from rag_pipelines.indexing.plan import plan_sync
     from rag_pipelines.wiring.resources import RagResource, close_all
 
     close_all()

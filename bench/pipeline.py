@@ -96,7 +96,7 @@ def _embed_only(home: Path) -> tuple[float, int]:
 def rescan(n_files: int, repeats: int = 3) -> tuple[float, float]:
     from rag_pipelines.config import CollectionConfig
     from rag_pipelines.sources.files import scan_collection
-    from rag_pipelines.sync import plan_sync
+    from rag_pipelines.indexing.plan import plan_sync
     from rag_search.store import Store, writes
 
     root = Path(tempfile.mkdtemp()) / "tree"
@@ -125,7 +125,7 @@ def rescan(n_files: int, repeats: int = 3) -> tuple[float, float]:
 def watch_latency(home: Path, vault: Path, saves: int) -> list[float]:
     os.environ["LOCAL_RAG_HOME"] = str(home)
     os.environ["DAGSTER_HOME"] = str(home / "dagster")
-    from rag_pipelines.watch import watch_collections
+    from rag_pipelines.indexing.watch import watch_collections
     from rag_pipelines.wiring.resources import RagResource
     from rag_search.config import Paths
     from rag_search.retrieval import SearchEngine, SearchRequest

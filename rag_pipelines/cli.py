@@ -17,12 +17,12 @@ from rag_search.errors import ConfigError
 from rag_pipelines.config import (CollectionConfig, load_collections, register_collection, source_paths,
                                    validate_collection)
 from rag_pipelines.sources.registry import SourceType, source_types
-from rag_pipelines.runs import RunSummary, index_collections
+from rag_pipelines.indexing.runs import RunSummary, index_collections
 
 
 def _run(app: App, names: list[str] | None, force: bool, as_json: bool,
          keys: dict[str, list[str]] | None = None) -> None:
-    from rag_pipelines import progress
+    from rag_pipelines.indexing import progress
 
     shown: dict = {}
 
@@ -197,7 +197,7 @@ def index_all(app: App, force: bool, as_json: bool):
 @pass_app
 def watch(app: App, collections: tuple[str, ...], debounce: float):
     """Index changes seconds after files are saved (near-real-time; Ctrl-C or SIGTERM to stop)."""
-    from rag_pipelines.watch import watch_collections
+    from rag_pipelines.indexing.watch import watch_collections
 
     # Started in the background by a script, SIGINT is ignored, and Dagster points SIGTERM at SIGINT's handler at
     # every run: `kill` would be ignored too. Either signal stops the watcher (through its cleanup).

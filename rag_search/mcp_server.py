@@ -332,7 +332,7 @@ def _tagged(tag: str, top_k: int) -> dict:
 
 
 def _index(collection: str, path: str | None) -> dict:
-    from rag_pipelines.runs import index_collections  # lazily: only this tool needs Dagster
+    from rag_pipelines.indexing.runs import index_collections  # lazily: only this tool needs Dagster
 
     ctx = _ctx()
     name = _index_target(ctx, collection, path) if path else collection

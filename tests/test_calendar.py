@@ -14,7 +14,7 @@ from click.testing import CliRunner
 import calendar_fixture as fx
 from fakes import HashEmbedder
 from pipeline_env import make_home
-from rag_pipelines import runs
+from rag_pipelines.indexing import runs
 from rag_pipelines.parsers import ics
 from rag_pipelines.parsers.errors import ParseError
 from rag_pipelines.parsers.limits import Limits

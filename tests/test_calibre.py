@@ -13,7 +13,7 @@ import yaml
 from click.testing import CliRunner
 
 import calibre_fixture as fx
-from rag_pipelines import runs
+from rag_pipelines.indexing import runs
 from rag_pipelines.config import load_collections
 from rag_pipelines.sources import appdb
 from rag_pipelines.sources.base import SourceUnavailable

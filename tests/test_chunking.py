@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from rag_pipelines.chunking import ChunkSpec, chunk_document, chunk_spec, window
+from rag_pipelines.chunking.prose import ChunkSpec, chunk_document, chunk_spec, window
 from rag_pipelines.config import Chunking
 from rag_pipelines.parsers import parse
 from rag_search.records import Document, Section
@@ -103,7 +103,7 @@ def test_chunking_one_huge_line_keeps_memory_flat(tmp_path):
 
     code = (
         "import re\n"
-        "from rag_pipelines.chunking import chunk_document, chunk_spec\n"
+        "from rag_pipelines.chunking.prose import chunk_document, chunk_spec\n"
         "from rag_pipelines.parsers import parse\n"
         "from rag_search.embedders.builtin import BuiltinEmbedder\n"
         "e = BuiltinEmbedder()\n"

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from rag_pipelines.chunking import chunk_spec
-from rag_pipelines.code_chunking import code_chunks
+from rag_pipelines.chunking.prose import chunk_spec
+from rag_pipelines.chunking.code import code_chunks
 from rag_pipelines.config import Chunking
 from rag_pipelines.parsers.code import language_of, syntax_units
 from rag_search.records import Document, Section

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 import git_fixture as fx
 from conftest import add_doc
-from rag_pipelines import runs
+from rag_pipelines.indexing import runs
 from rag_pipelines.wiring import resources
 from rag_pipelines.wiring.assets import partitions_name
 from rag_search.cli.main import cli

@@ -12,7 +12,7 @@ import pytest
 import imessage_fixture as fx
 from fakes import HashEmbedder
 from pipeline_env import make_home
-from rag_pipelines import runs
+from rag_pipelines.indexing import runs
 from rag_pipelines.parsers.conversation import (Line, Stub, WindowSpec, key_part, local_zone, split, window_document,
                                                 window_key)
 from rag_pipelines.wiring import resources

@@ -14,7 +14,7 @@ from dagster._core.storage.tags import RESUME_RETRY_TAG, TAGS_TO_MAYBE_OMIT_ON_R
 from fakes import HashEmbedder
 from pipeline_env import make_home
 
-from rag_pipelines import runs
+from rag_pipelines.indexing import runs
 from rag_pipelines.config import load_collections
 from rag_pipelines.wiring import resources
 from rag_pipelines.wiring.checks import CHECKS

@@ -19,7 +19,7 @@ from dagster._core.events.log import EventLogEntry
 from fakes import HashEmbedder
 from pipeline_env import make_home
 
-from rag_pipelines import runs
+from rag_pipelines.indexing import runs
 from rag_pipelines.wiring import resources
 from rag_pipelines.wiring.event_log import LIVE_SECONDS, LocalEventLogStorage
 from rag_pipelines.wiring.instance import DAGSTER_YAML, ensure_instance

@@ -13,7 +13,7 @@ import yaml
 from click.testing import CliRunner
 
 import git_fixture as fx
-from rag_pipelines.chunking import ChunkSpec
+from rag_pipelines.chunking.prose import ChunkSpec
 from rag_pipelines.config import load_collections
 from rag_pipelines.sources import gitcli
 from rag_pipelines.sources.base import SourceUnavailable

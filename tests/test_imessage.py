@@ -13,7 +13,7 @@ from click.testing import CliRunner
 import imessage_fixture as fx
 from fakes import HashEmbedder
 from pipeline_env import make_home
-from rag_pipelines import runs
+from rag_pipelines.indexing import runs
 from rag_pipelines.config import load_collections
 from rag_pipelines.parsers import typedstream
 from rag_pipelines.parsers.typedstream import TypedStreamError, attributed_text, text_or_none
@@ -21,7 +21,7 @@ from rag_pipelines.sources import appdb, imessage_db
 from rag_pipelines.sources.base import SourceUnavailable
 from rag_pipelines.sources.imessage import IMessageOptions, IMessageSource
 from rag_pipelines.sources.imessage_db import unix_time
-from rag_pipelines.sync import plan_sync
+from rag_pipelines.indexing.plan import plan_sync
 from rag_pipelines.wiring import resources
 from rag_search.cli.main import cli
 from rag_search.config import load_settings

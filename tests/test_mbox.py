@@ -12,10 +12,10 @@ from click.testing import CliRunner
 
 import mbox_fixture as fx
 from fakes import HashEmbedder
-from rag_pipelines import runs
+from rag_pipelines.indexing import runs
 from rag_pipelines.config import load_collections
 from rag_pipelines.parsers.limits import Limits
-from rag_pipelines.scan import open_sources
+from rag_pipelines.indexing.scan import open_sources
 from rag_pipelines.sources import mbox, mbox_index
 from rag_pipelines.sources.base import SourceUnavailable
 from rag_pipelines.sources.mbox import GmailOptions, GmailSource, envelope_time

@@ -32,7 +32,7 @@ def home(tmp_path_factory):
     paths, vault = make_home(tmp, mp)
     with paths.config.open("a") as f:  # tmp is outside $HOME: let rag_index create collections in it
         f.write(f"mcp:\n  allowed_roots: [{json.dumps(str(tmp))}]\n  allowed_hosts: [config.lan]\n")
-    from rag_pipelines import runs
+    from rag_pipelines.indexing import runs
     from rag_pipelines.wiring import resources
 
     runs.index_collections(paths, ["notes"])

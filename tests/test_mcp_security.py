@@ -50,7 +50,7 @@ def rag(tmp_path, user, fake_embedder, monkeypatch):
     store = Store.open(paths.db)
     monkeypatch.setattr(mcp_server, "_context", RagContext(paths, settings, store, fake_embedder,
                                                            SearchEngine(store, fake_embedder, settings.search)))
-    from rag_pipelines import runs
+    from rag_pipelines.indexing import runs
 
     ran: list[list[str]] = []
     monkeypatch.setattr(runs, "index_collections", lambda p, names, **kw: ran.append(names) or [

@@ -11,7 +11,7 @@ import yaml
 from click.testing import CliRunner
 
 import netnewswire_fixture as fx
-from rag_pipelines import runs
+from rag_pipelines.indexing import runs
 from rag_pipelines.config import load_collections
 from rag_pipelines.parsers.limits import Limits
 from rag_pipelines.sources import appdb

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from rag_pipelines.chunking import document_text
+from rag_pipelines.chunking.prose import document_text
 from rag_pipelines.parsers import parse
 from rag_pipelines.parsers.markdown_spans import CODE, PROSE, spans
 from rag_pipelines.sources.files import FileOptions, FileSource
@@ -154,7 +154,8 @@ def test_obsidian_source_skips_data_and_settings_files_by_default(tmp_path):
 def index_vault(tmp_path, embedder, **source):
     import shutil
 
-    from rag_pipelines import items, scan
+    from rag_pipelines.indexing import items
+    from rag_pipelines.indexing import scan
     from rag_pipelines.config import validate_collection
     from rag_search.store import Store
 

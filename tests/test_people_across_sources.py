@@ -13,7 +13,7 @@ import emclient_fixture
 import imessage_fixture
 import slack_fixture
 from pipeline_env import make_home
-from rag_pipelines import runs
+from rag_pipelines.indexing import runs
 from rag_pipelines.wiring import resources
 from rag_search.cli.main import cli
 from rag_search.store import Store, reads

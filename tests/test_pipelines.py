@@ -8,9 +8,9 @@ import dagster as dg
 import pytest
 from pipeline_env import make_home
 
-from rag_pipelines import runs
+from rag_pipelines.indexing import runs
 from rag_pipelines.config import load_collections
-from rag_pipelines.items import index_keys
+from rag_pipelines.indexing.items import index_keys
 from rag_pipelines.wiring import resources
 from rag_pipelines.wiring.definitions import build_definitions
 from rag_pipelines.wiring.sensors import RANGE_END, RANGE_START

@@ -13,8 +13,8 @@ from click.testing import CliRunner
 from fakes import HashEmbedder
 from pipeline_env import make_home
 
-from rag_pipelines import progress
-from rag_pipelines.progress import Tracker, describe
+from rag_pipelines.indexing import progress
+from rag_pipelines.indexing.progress import Tracker, describe
 from rag_pipelines.wiring import resources
 from rag_search.cli.main import cli
 

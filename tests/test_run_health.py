@@ -17,8 +17,8 @@ from dagster._core.remote_origin import InProcessCodeLocationOrigin, RemoteJobOr
 from dagster._core.storage.tags import GRPC_INFO_TAG, RUN_FAILURE_REASON_TAG
 from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
 
-from rag_pipelines import run_health
-from rag_pipelines.run_health import HOST_TAG, PID_TAG, PROC_START_TAG, owner_tags, reap_dead_runs, stuck_runs
+from rag_pipelines.indexing import health as run_health
+from rag_pipelines.indexing.health import HOST_TAG, PID_TAG, PROC_START_TAG, owner_tags, reap_dead_runs, stuck_runs
 from rag_pipelines.wiring.instance import DAGSTER_YAML
 
 S = dg.DagsterRunStatus
@@ -40,7 +40,7 @@ WORKER = textwrap.dedent("""
     import sys, time
     from pathlib import Path
     import dagster as dg
-    from rag_pipelines.run_health import owner_tags
+    from rag_pipelines.indexing.health import owner_tags
 
     home, marker, tagged = sys.argv[1], Path(sys.argv[2]), sys.argv[3] == "tagged"
 
@@ -167,7 +167,7 @@ def test_owner_tags_describe_this_process():
     assert tags[PID_TAG] == str(os.getpid())
     assert tags[HOST_TAG]
     assert tags[PROC_START_TAG] == owner_tags()[PROC_START_TAG]  # stable for one process
-    child = subprocess.run([sys.executable, "-c", "from rag_pipelines.run_health import owner_tags; "
+    child = subprocess.run([sys.executable, "-c", "from rag_pipelines.indexing.health import owner_tags; "
                             "print(owner_tags()['local_rag/proc_start'])"], capture_output=True, text=True,
                            check=True)
     assert child.stdout.strip() != tags[PROC_START_TAG]

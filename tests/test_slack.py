@@ -11,7 +11,7 @@ from click.testing import CliRunner
 import slack_fixture as fx
 from fakes import HashEmbedder
 from pipeline_env import make_home
-from rag_pipelines import runs
+from rag_pipelines.indexing import runs
 from rag_pipelines.parsers.mrkdwn import blocks_text, to_text
 from rag_pipelines.sources.base import SourceUnavailable
 from rag_pipelines.sources.slack import SlackOptions, SlackSource

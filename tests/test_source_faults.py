@@ -9,11 +9,11 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from rag_pipelines import runs
+from rag_pipelines.indexing import runs
 from rag_pipelines.config import CollectionConfig, safe_name
-from rag_pipelines.items import index_keys
-from rag_pipelines.scan import open_sources, scan_collection
-from rag_pipelines.sync import plan_sync
+from rag_pipelines.indexing.items import index_keys
+from rag_pipelines.indexing.scan import open_sources, scan_collection
+from rag_pipelines.indexing.plan import plan_sync
 from rag_pipelines.wiring import resources
 from rag_search.cli.main import cli
 from rag_search.config import Paths

@@ -13,7 +13,7 @@ import yaml
 from click.testing import CliRunner
 
 from rag_pipelines.config import load_collections, safe_name, validate_collection
-from rag_pipelines.scan import open_sources
+from rag_pipelines.indexing.scan import open_sources
 from rag_pipelines.sources.base import Source
 from rag_pipelines.sources.registry import source_types
 from rag_search.cli.main import cli

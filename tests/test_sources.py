@@ -8,7 +8,7 @@ import pytest
 from pathlib import Path
 
 from rag_pipelines.config import CollectionConfig, compile_capture, load_collections
-from rag_pipelines.scan import scan_collection as scan_sources
+from rag_pipelines.indexing.scan import scan_collection as scan_sources
 from rag_pipelines.sources.files import captured_metadata
 
 

@@ -12,12 +12,12 @@ from click.testing import CliRunner
 
 import superwhisper_fixture as fx
 from fakes import HashEmbedder
-from rag_pipelines import runs
+from rag_pipelines.indexing import runs
 from rag_pipelines.config import load_collections
 from rag_pipelines.sources import superwhisper as sw
 from rag_pipelines.sources.base import SourceUnavailable
 from rag_pipelines.sources.superwhisper import SuperWhisperOptions, SuperWhisperSource, classify, recording_time
-from rag_pipelines.sync import plan_sync
+from rag_pipelines.indexing.plan import plan_sync
 from rag_pipelines.wiring import resources
 from rag_search.cli.main import cli
 from rag_search.config import Paths, load_settings

@@ -17,7 +17,7 @@ from rag_search.people import participant
 from rag_search.records import Chunk, Document, Section
 from rag_search.retrieval.identifiers import code_terms
 
-from rag_pipelines.chunking import ChunkSpec, TokenCounter, chunk_document
+from rag_pipelines.chunking.prose import ChunkSpec, TokenCounter, chunk_document
 from rag_pipelines.sources.gitcli import CommitMeta, RawChange
 
 MAX_FILE_LINES = 40  # patch lines kept per file

@@ -54,7 +54,7 @@ def file_keys(cfg, store) -> list[str]:
     """Every file key of a code collection, indexed or on disk (not its commits): `index group` without --history."""
     from rag_search.store import reads
 
-    from rag_pipelines.scan import open_sources
+    from rag_pipelines.indexing.scan import open_sources
     from rag_pipelines.sources.base import SourceUnavailable
     from rag_pipelines.sources.git import GitSource
 

@@ -30,7 +30,7 @@ from typing import Iterator, Literal, Mapping, Sequence
 from pydantic import Field, field_validator
 from rag_search.records import Document, Section
 
-from rag_pipelines.code_chunking import code_chunks
+from rag_pipelines.chunking.code import code_chunks
 from rag_pipelines.parsers.code import language_of
 from rag_pipelines.parsers.commits import LOCK_FILES, MAX_FILE_LINES, commit_chunks, commit_document
 from rag_pipelines.parsers.errors import ParseError

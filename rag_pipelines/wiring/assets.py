@@ -7,10 +7,10 @@ from dataclasses import dataclass
 import dagster as dg
 from pydantic import Field
 
-from rag_pipelines import progress
+from rag_pipelines.indexing import progress
 from rag_pipelines.config import CollectionConfig, safe_name
-from rag_pipelines.items import IndexStats, index_keys
-from rag_pipelines.sync import plan_sync
+from rag_pipelines.indexing.items import IndexStats, index_keys
+from rag_pipelines.indexing.plan import plan_sync
 from rag_pipelines.wiring import checks, outcomes
 from rag_pipelines.wiring.resources import RagResource
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import dagster as dg
 
 from rag_pipelines.config import CollectionConfig
-from rag_pipelines.scan import scan_collection
+from rag_pipelines.indexing.scan import scan_collection
 from rag_pipelines.wiring.resources import RagResource
 
 CHECKS = {

@@ -25,8 +25,8 @@ import dagster as dg
 from rag_search.store import Store, reads
 
 from rag_pipelines.config import CollectionConfig
-from rag_pipelines.items import IndexStats
-from rag_pipelines.run_health import COLLECTION_TAG
+from rag_pipelines.indexing.items import IndexStats
+from rag_pipelines.indexing.health import COLLECTION_TAG
 
 FAILED_ITEMS = "failed_items"  # metadata key of a run failure caused by items (not by a crash)
 BATCH_ITEMS = 100  # materialisations written to the event log together (DAGSTER_EVENT_BATCH_SIZE must be larger)

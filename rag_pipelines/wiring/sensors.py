@@ -6,8 +6,8 @@ import time
 
 import dagster as dg
 
-from rag_pipelines.run_health import reap_dead_runs
-from rag_pipelines.sync import plan_sync
+from rag_pipelines.indexing.health import reap_dead_runs
+from rag_pipelines.indexing.plan import plan_sync
 from rag_pipelines.wiring.assets import CollectionDefs, add_partitions, items_op_name, sync_op_name
 from rag_pipelines.wiring.outcomes import record_unlogged
 from rag_pipelines.wiring.resources import RagResource

@@ -76,7 +76,7 @@ def _runs(app: App) -> dict:
         return {}
     import dagster as dg  # only here: status is not on the search path
 
-    from rag_pipelines.run_health import reap_dead_runs, stuck_runs
+    from rag_pipelines.indexing.health import reap_dead_runs, stuck_runs
     from rag_pipelines.wiring.instance import ensure_instance
 
     ensure_instance(app.paths)

@@ -18,8 +18,8 @@ from rag_search.config import WATCH_STATS, Paths
 from rag_search.records import iso_utc
 
 from rag_pipelines.config import load_collections
-from rag_pipelines.runs import index_collections
-from rag_pipelines.scan import open_sources
+from rag_pipelines.indexing.runs import index_collections
+from rag_pipelines.indexing.scan import open_sources
 
 WHOLE = "*"  # pending marker: sync the whole collection
 _stats: dict = {}

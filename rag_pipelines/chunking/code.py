@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from rag_search.records import Chunk, Document
 from rag_search.retrieval.identifiers import code_terms
 
-from rag_pipelines.chunking import ChunkSpec, TokenCounter, bounded, context_prefix, window
+from rag_pipelines.chunking.prose import ChunkSpec, TokenCounter, bounded, context_prefix, window
 from rag_pipelines.parsers.code import CONTAINERS, Syntax, Unit, paragraph_units, parts, syntax_units
 
 MAX_SYMBOLS = 50  # symbol names listed per chunk (they become filter values)

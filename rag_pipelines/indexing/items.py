@@ -17,9 +17,9 @@ from rag_search.records import Document, Fingerprint, ItemRef
 from rag_search.store import Store, reads, writes
 
 from rag_pipelines import parsers
-from rag_pipelines.chunking import ChunkSpec, chunk_document, chunk_spec, document_text, whole_document
+from rag_pipelines.chunking.prose import ChunkSpec, chunk_document, chunk_spec, document_text, whole_document
 from rag_pipelines.config import CollectionConfig
-from rag_pipelines.scan import open_sources, owner_of, source_name
+from rag_pipelines.indexing.scan import open_sources, owner_of, source_name
 from rag_pipelines.sources.base import Loaded, Source
 
 ItemListener = Callable[[str, str], None]  # (key, outcome) with outcome indexed|unchanged|failed|deleted

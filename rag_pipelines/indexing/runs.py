@@ -9,9 +9,9 @@ from rag_search.config import Paths
 from rag_search.errors import RagError
 from rag_search.store import reads
 
-from rag_pipelines import progress
+from rag_pipelines.indexing import progress
 from rag_pipelines.config import load_collections
-from rag_pipelines.sync import SyncPlan, plan_sync
+from rag_pipelines.indexing.plan import SyncPlan, plan_sync
 
 PlanListener = Callable[[str, SyncPlan], None]
 CLI_RANGE_MAX = 5_000  # keys per in-process range run (sensor runs stay smaller for the daemon's queue)
@@ -59,7 +59,7 @@ def index_collections(paths: Paths, names: list[str] | None = None, *, force: bo
     from rag_pipelines.wiring.instance import ensure_instance
     from rag_pipelines.wiring.outcomes import record_unlogged
     from rag_pipelines.wiring.resources import RagResource
-    from rag_pipelines.run_health import reap_dead_runs
+    from rag_pipelines.indexing.health import reap_dead_runs
     from rag_pipelines.wiring.sensors import contiguous_ranges, range_tags
 
     collections = load_collections(paths)
@@ -123,7 +123,7 @@ def _execute(job, instance, run_config: dict | None = None, **kwargs) -> str:
     Dagster (so are those items' partitions), which is no error here: the summary lists the items."""
     import uuid
 
-    from rag_pipelines.run_health import owner_tags
+    from rag_pipelines.indexing.health import owner_tags
     from rag_pipelines.wiring.outcomes import is_items_failure
 
     kwargs["tags"] = {**(kwargs.get("tags") or {}), **owner_tags()}

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from rag_search.store import Store, reads, writes
 
 from rag_pipelines.config import CollectionConfig
-from rag_pipelines.scan import CollectionScan, open_sources, owner_of, scan_collection
+from rag_pipelines.indexing.scan import CollectionScan, open_sources, owner_of, scan_collection
 from rag_pipelines.sources.base import Source, Stamp
 
 
