@@ -84,3 +84,88 @@ def _watch_runs_done(paths) -> bool:
         return bool(runs)
     finally:
         instance.dispose()
+
+
+def _failed(paths) -> list:
+    from rag_search.store import reads
+
+    store = resources.RagResource().store()
+    return reads.failures(store, collection="notes") if store.embedder else []
+
+
+def _watch_runs(paths) -> int:
+    instance = dg.DagsterInstance.get()
+    return len(instance.get_runs(filters=dg.RunsFilter(tags={"local_rag/trigger": "watch"})))
+
+
+def test_a_failed_item_is_not_retried_in_a_loop_only_when_it_changes(tmp_path, monkeypatch):
+    """Re-reading a failed file raised "opened"/"closed_no_write" events that the watcher took for changes, and
+    a watcher sync retried every failed item it was told of: 25 red runs in two minutes with no edit."""
+    paths, vault = make_home(tmp_path, monkeypatch)
+    broken = vault / "Archive" / "broken.pdf"
+    broken.write_bytes(b"%PDF-1.4 not really")
+    (vault / "Archive" / "empty.docx").write_bytes(b"")
+    stop, messages = threading.Event(), []
+    thread = threading.Thread(target=watch_collections, args=(paths, ["notes"], 0.3, messages.append, stop), daemon=True)
+    thread.start()
+    try:
+        deadline = time.time() + 120
+        while len(_failed(paths)) < 2:  # the catch-up run recorded both (the instance exists: ask it now)
+            assert time.time() < deadline, messages
+            time.sleep(0.2)
+        time.sleep(2)
+        settled = _watch_runs(paths)
+        time.sleep(6)  # 20 debounce periods with no edit
+        assert _watch_runs(paths) == settled, messages
+        broken.write_bytes(b"%PDF-1.4 still not a PDF, but changed")  # a change is retried, once
+        deadline = time.time() + 60
+        while _watch_runs(paths) == settled:
+            assert time.time() < deadline, messages
+            time.sleep(0.2)
+        time.sleep(4)
+        assert _watch_runs(paths) == settled + 1, messages
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+        resources.close_all()
+
+
+def test_sigterm_during_a_run_stops_the_watcher_without_a_traceback(tmp_path, monkeypatch):
+    """Dagster turns a signal inside a run into DagsterExecutionInterruptedError (not KeyboardInterrupt): the
+    watcher printed a 60-line traceback instead of saying it stopped."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    paths, vault = make_home(tmp_path, monkeypatch)
+    for i in range(150):  # enough for the catch-up run to last a few seconds
+        (vault / f"extra-{i}.md").write_text(f"# Extra {i}\n\n" + "Words about rivers and birds. " * 40)
+    exe = str(Path(sys.executable).with_name("local-rag"))
+    proc = subprocess.Popen([exe, "watch", "--debounce", "0.5"], env={**os.environ}, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 120
+        while not _run_started(paths):
+            assert proc.poll() is None and time.time() < deadline
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGTERM)
+        err = proc.communicate(timeout=60)[1]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert "stopped watching" in err and "Traceback" not in err, err
+    assert proc.returncode == 0
+
+
+def _run_started(paths) -> bool:
+    if not (paths.dagster_home / "dagster.yaml").exists() or not (paths.dagster_home / "storage").exists():
+        return False
+    try:
+        instance = dg.DagsterInstance.from_config(str(paths.dagster_home))
+    except Exception:  # noqa: BLE001 - the instance is still being created by the watcher
+        return False
+    try:
+        return bool(instance.get_runs(filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED])))
+    finally:
+        instance.dispose()

@@ -46,11 +46,13 @@ class RunSummary:
 
 def index_collections(paths: Paths, names: list[str] | None = None, *, force: bool = False,
                       keys: dict[str, list[str]] | None = None,
-                      on_plan: PlanListener | None = None, trigger: str = "cli") -> list[RunSummary]:
+                      on_plan: PlanListener | None = None, trigger: str = "cli",
+                      retry_failed: bool = True) -> list[RunSummary]:
     """Sync the named collections (all when None) through their Dagster jobs, executed in this process.
 
     With `keys`, only those items of each collection are synced (the watcher's path); else the
-    sources are scanned. Failed items are retried.
+    sources are scanned. Failed items are retried, unless `retry_failed` is false: then only when
+    their stamp changed (the watcher, so an unchanged broken file is not re-read at every event).
     """
     import dagster as dg
 
@@ -77,7 +79,7 @@ def index_collections(paths: Paths, names: list[str] | None = None, *, force: bo
         summaries = []
         for name in names or sorted(collections):
             c, summary = built[name], RunSummary(name, reaped=[r.run_id for r in reaped if r.collection in (None, name)])
-            plan = plan_sync(store, c.cfg, force=force, retry_failed=True)
+            plan = plan_sync(store, c.cfg, force=force, retry_failed=retry_failed)
             if keys is not None and name in keys:
                 wanted = set(keys.get(name, []))
                 plan.new = [k for k in plan.new if k in wanted]
@@ -123,6 +125,8 @@ def _execute(job, instance, run_config: dict | None = None, **kwargs) -> str:
     Dagster (so are those items' partitions), which is no error here: the summary lists the items."""
     import uuid
 
+    import dagster as dg
+
     from rag_pipelines.indexing.health import owner_tags
     from rag_pipelines.wiring.outcomes import is_items_failure
 
@@ -130,6 +134,8 @@ def _execute(job, instance, run_config: dict | None = None, **kwargs) -> str:
     run_id = str(uuid.uuid4())
     try:
         job.execute_in_process(instance=instance, run_config={**(run_config or {}), **QUIET}, run_id=run_id, **kwargs)
+    except dg.DagsterExecutionInterruptedError:  # Ctrl-C or SIGTERM while the run was starting or between steps
+        raise KeyboardInterrupt from None
     except Exception as exc:
         cause = getattr(exc, "user_exception", None) or exc.__cause__ or exc
         if is_items_failure(cause):

@@ -1,8 +1,11 @@
 """Near-real-time indexing: watchdog events, debounced, synced through the same Dagster jobs.
 
 File sources map a changed path to its item key; other sources (a mail store, a feed database) name
-the files they live in, and a change there syncs the whole collection. `stats()` reports what the
-watcher saw (the `ingestion://watch-stats` resource).
+the files they live in, and a change there syncs the whole collection. Only events that can change a
+file count (created, modified, moved, deleted, closed after writing): reading a file raises "opened"
+and "closed_no_write" events, and indexing reads files, so counting those made every run start the next.
+A failed item is retried when its stamp changes (or by `local-rag index` and the nightly rescan), not
+each time an event names it. `stats()` reports what the watcher saw (the `ingestion://watch-stats` resource).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from rag_pipelines.indexing.runs import index_collections
 from rag_pipelines.indexing.scan import open_sources
 
 WHOLE = "*"  # pending marker: sync the whole collection
+READS = frozenset({"opened", "closed_no_write"})  # events of a file being read: indexing raises them itself
 _stats: dict = {}
 _stats_file: list[Path] = []
 
@@ -98,7 +102,7 @@ def watch_collections(paths: Paths, names: list[str] | None, debounce: float = 2
 
     class Handler(FileSystemEventHandler):
         def on_any_event(self, event):
-            if event.is_directory:
+            if event.is_directory or event.event_type in READS:
                 return
             for p in filter(None, [getattr(event, "src_path", None), getattr(event, "dest_path", None)]):
                 hit = _hit(Path(p), targets)
@@ -119,7 +123,7 @@ def watch_collections(paths: Paths, names: list[str] | None, debounce: float = 2
             batch = pending.take_if_quiet(debounce)
             if batch:
                 keys = {n: ks for n, ks in batch.items() if WHOLE not in ks}
-                for s in index_collections(paths, list(batch), keys=keys, trigger="watch"):
+                for s in index_collections(paths, list(batch), keys=keys, trigger="watch", retry_failed=False):
                     echo(s.line())
                 _stats.update(syncs=_stats["syncs"] + 1, last_sync=iso_utc(int(time.time())),
                               last_batch={n: len(k) for n, k in batch.items()})
