@@ -19,6 +19,7 @@ from rag_search.store import Store, reads, writes
 from rag_pipelines import parsers
 from rag_pipelines.chunking.prose import ChunkSpec, chunk_document, chunk_spec, document_text, whole_document
 from rag_pipelines.config import CollectionConfig
+from rag_pipelines.indexing.plan import stores_path
 from rag_pipelines.indexing.scan import open_sources, owner_of, source_name
 from rag_pipelines.sources.base import Loaded, Source
 
@@ -117,8 +118,8 @@ def _prepare(run: _Run, src: Source, loaded: Loaded) -> ParsedItem | None:
     if loaded.error:
         return _fail(run, ref, fp, *loaded.error)
     if (not run.force and state and state.status == "indexed" and loaded.content_hash is not None
-            and state.sha256 == loaded.content_hash):
-        writes.touch_item(run.store, run.cfg.name, key, loaded.stamp, loaded.size, loaded.mtime_ns)
+            and state.sha256 == loaded.content_hash and not (stores_path(src) and state.uri != loaded.uri)):
+        writes.touch_item(run.store, run.cfg.name, key, loaded.stamp, loaded.size, loaded.mtime_ns, uri=loaded.uri)
         run.stats.unchanged += 1
         _note(run, [key], "unchanged")
         return None
@@ -138,8 +139,7 @@ def _prepare(run: _Run, src: Source, loaded: Loaded) -> ParsedItem | None:
     run.stats.item_tokens[key] = tokens
     if run.on_work:
         run.on_work("queued", len(chunks))
-    file_path = getattr(getattr(src, "options", None), "ingest", "chunked") == "file-path"  # only the path is kept
-    stored = None if file_path else document_text(doc)
+    stored = None if stores_path(src) else document_text(doc)  # file-path: only the path is kept
     return ParsedItem(ref, fp, doc.title, chunks, doc.links, stored)
 
 

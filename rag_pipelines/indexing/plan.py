@@ -3,7 +3,9 @@
 Stamps first (size+mtime for files, a row version for records); a source may confirm a changed stamp
 cheaply (files hash the bytes) so a touched file just gets its new stamp recorded. Failed items are
 retried when they change (or by a forced or full run), so a corrupt file is not re-parsed every minute.
-Items of a source that cannot be read now are never planned for deletion.
+Items of a source that cannot be read now are never planned for deletion. An unchanged item found at
+another place (its collection re-pointed with `--replace`, a vault moved) is moved: its URI is updated in
+place, nothing is re-read (except with `ingest: file-path`, whose stored text is the path itself).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ class SyncPlan:
     changed: list[str] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
     touched: int = 0
+    moved: int = 0  # unchanged items now found at another place: their URI was updated
     unavailable: dict[str, str] = field(default_factory=dict)  # source name → why it was skipped
 
     @property
@@ -45,12 +48,24 @@ def plan_sync(store: Store, cfg: CollectionConfig, *, force: bool = False, retry
             plan.changed.append(key)
         elif state.stamp != stamp.value:
             if state.status == "indexed" and sources[scan.owner[key]].same_content(key, state.sha256):
-                writes.touch_item(store, cfg.name, key, stamp.value)
+                writes.touch_item(store, cfg.name, key, stamp.value, uri=stamp.uri)
                 plan.touched += 1
+                plan.moved += state.uri != stamp.uri
             else:
                 plan.changed.append(key)
+        elif state.uri != stamp.uri and state.status == "indexed":
+            if stores_path(sources[scan.owner[key]]):
+                plan.changed.append(key)
+            else:
+                writes.touch_item(store, cfg.name, key, stamp.value, uri=stamp.uri)
+                plan.moved += 1
     plan.deleted = sorted(k for k in known if k not in scan.items and not _protected(k, sources, scan))
     return plan
+
+
+def stores_path(source: Source) -> bool:
+    """`ingest: file-path`: the item's stored text is its path, so a moved item is re-chunked, not only re-pointed."""
+    return getattr(getattr(source, "options", None), "ingest", "chunked") == "file-path"
 
 
 def _protected(key: str, sources: list[Source], scan: CollectionScan) -> bool:

@@ -26,6 +26,7 @@ class RunSummary:
     failures: list[dict] = field(default_factory=list)
     unavailable: dict[str, str] = field(default_factory=dict)  # source → why it was skipped
     reaped: list[str] = field(default_factory=list)  # dead earlier runs marked failed before this one
+    moved: int = 0  # unchanged items found at a new place (a re-pointed collection): their URIs were updated
 
     @property
     def unchanged(self) -> int:
@@ -36,6 +37,8 @@ class RunSummary:
         o = self.outcomes
         line = (f"{self.collection}: {o.get('indexed', 0)} indexed, {self.unchanged} unchanged, "
                 f"{o.get('failed', 0)} failed, {o.get('deleted', 0)} deleted ({len(self.run_ids)} Dagster run{'' if len(self.run_ids) == 1 else 's'})")
+        if self.moved:
+            line += f"\n  {self.moved} unchanged item(s) now point to their new location"
         for source, why in self.unavailable.items():
             line += f"\n  skipped source {source}: {why}"
         if self.reaped:
@@ -85,7 +88,7 @@ def index_collections(paths: Paths, names: list[str] | None = None, *, force: bo
                 plan.new = [k for k in plan.new if k in wanted]
                 plan.changed = [k for k in plan.changed if k in wanted]
                 plan.deleted = [k for k in plan.deleted if k in wanted]
-            summary.files, summary.unavailable = len(plan.entries), plan.unavailable
+            summary.files, summary.unavailable, summary.moved = len(plan.entries), plan.unavailable, plan.moved
             if on_plan:
                 on_plan(name, plan)
             add_partitions(instance, c.partitions.name, sorted(plan.entries))

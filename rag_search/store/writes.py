@@ -167,12 +167,14 @@ def mark_failed(
 
 
 def touch_item(store: Store, collection: str, key: str, stamp: str, size: int | None = None,
-               mtime_ns: int | None = None) -> None:
-    """Record a new change stamp (and size/mtime) for an item whose content (sha256) did not change."""
+               mtime_ns: int | None = None, uri: str | None = None) -> None:
+    """Record a new change stamp (and size/mtime, and where it now lives) for an item whose content (sha256)
+    did not change: a touched file, or a file of a folder that moved (`--replace`)."""
     coll_id = store.collection_id(collection)
     with store.transaction() as conn:
-        conn.execute("UPDATE items SET stamp = ?, size = COALESCE(?, size), mtime_ns = COALESCE(?, mtime_ns) "
-                     "WHERE collection_id = ? AND key = ?", (stamp, size, mtime_ns, coll_id, key))
+        conn.execute("UPDATE items SET stamp = ?, size = COALESCE(?, size), mtime_ns = COALESCE(?, mtime_ns), "
+                     "uri = COALESCE(?, uri) WHERE collection_id = ? AND key = ?",
+                     (stamp, size, mtime_ns, uri, coll_id, key))
 
 
 def record_scan(store: Store, collection: str, source: str, type_: str, matched: int, problems: int,

@@ -1,0 +1,62 @@
+"""`local-rag index` as a user runs it (click's CliRunner, the real model, real Dagster runs in a temp home):
+moving a vault with --replace, exit statuses a script can read, and file names that are not plain."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+from click.testing import CliRunner
+from pipeline_env import VAULT
+
+from rag_pipelines.wiring import resources
+from rag_search.cli.main import cli
+from rag_search.store import Store, reads
+
+
+@pytest.fixture
+def env(tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    for name, value in {"LOCAL_RAG_HOME": home, "DAGSTER_HOME": home / "dagster"}.items():
+        monkeypatch.setenv(name, str(value))
+    for name in ("LOCAL_RAG_DB", "LOCAL_RAG_CONFIG"):
+        monkeypatch.delenv(name, raising=False)
+    yield home
+    resources.close_all()
+
+
+def run(*args, code=0):
+    result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
+    assert result.exit_code == code, result.output
+    return result.output
+
+
+def test_a_moved_vault_moves_its_items(env, tmp_path):
+    """--replace to a copy of the vault: unchanged items kept their old paths (search, MCP uri, get_document)."""
+    old, new = tmp_path / "Vault", tmp_path / "Moved" / "Vault"
+    shutil.copytree(VAULT, old)
+    run("index", "obsidian", "--vault", str(old))
+    shutil.copytree(old, new)  # copy2: the same mtimes, so the same stamps
+    shutil.rmtree(old)
+    out = run("index", "obsidian", "--vault", str(new), "--replace")
+    store = Store.open(env / "rag.db")
+    states = reads.item_states(store, "notes")
+    assert states and all(s.uri.startswith(str(new) + "/") for s in states.values()), states
+    assert "now point to their new location" in out and "0 indexed" in out  # nothing re-read or re-embedded
+    doc = reads.get_document(store, str(new / "Projects" / "Runbook.md"))
+    assert doc["uri"] == str(new / "Projects" / "Runbook.md")
+    hits = json.loads(run("search", "rollback kube-proxy", "--json"))["hits"]
+    assert hits and all(h["uri"].startswith(str(new)) for h in hits)
+
+
+def test_a_touched_copy_is_moved_too(env, tmp_path):
+    """A copy without its mtimes: the stamps differ, the content hash is the same: moved, not re-indexed."""
+    old, new = tmp_path / "A", tmp_path / "B"
+    shutil.copytree(VAULT, old)
+    run("index", "project", "docs", str(old))
+    shutil.copytree(old, new, copy_function=shutil.copyfile)
+    out = run("index", "project", "docs", str(new), "--replace")
+    store = Store.open(env / "rag.db")
+    assert all(s.uri.startswith(str(new) + "/") for s in reads.item_states(store, "docs").values())
+    assert "0 indexed" in out
