@@ -41,5 +41,7 @@ if [ ! -x .venv/bin/local-rag ]; then
 fi
 name=$(basename "$(cd "$folder" && pwd)" | tr -c 'A-Za-z0-9_\n' '_')
 case "$name" in [A-Za-z]*) ;; *) name="c_$name" ;; esac
-.venv/bin/local-rag index project "$name" "$folder"
+status=0
+.venv/bin/local-rag index project "$name" "$folder" || status=$?
+case $status in 0|6|7) ;; *) exit "$status" ;; esac  # 6/7: indexed, but some items failed / a source was skipped
 .venv/bin/local-rag search "$query" --collection "$name"

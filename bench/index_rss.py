@@ -42,7 +42,7 @@ def index(vault: Path, home: Path) -> tuple[float, float, dict]:
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
     wall = time.perf_counter() - t0
-    if proc.returncode:
+    if proc.returncode not in (0, 6, 7):  # 6/7: finished with failed items / a skipped source
         raise SystemExit(f"local-rag index failed (exit {proc.returncode})")
     return usage.ru_maxrss / 1024, wall, json.loads(out)[0]
 

@@ -47,16 +47,25 @@ def _close_progress(shown: dict) -> None:
         reporter.__exit__(None, None, None)
 
 
+# Exit statuses of `index` beyond the errors' own (1-5): the run finished, but not everything is indexed.
+EXIT_ITEMS_FAILED = 6  # some items failed (each recorded with its reason); the others were indexed
+EXIT_SOURCE_SKIPPED = 7  # a source could not be read at all (its items were kept); takes precedence over 6
+
+
 def _report(summaries: list[RunSummary], as_json: bool) -> None:
     if as_json:
         echo_json([{**s.__dict__, "unchanged": s.unchanged} for s in summaries])
-        return
-    for s in summaries:
-        click.echo(s.line())
-        for f in s.failures:
-            click.echo(f"  failed: {f['uri']}  [{f['error_kind']}] {f['message']}")
+    else:
+        for s in summaries:
+            click.echo(s.line())
+            for f in s.failures:
+                click.echo(f"  failed: {f['uri']}  [{f['error_kind']}] {f['message']}")
+        if any(s.failures for s in summaries):
+            click.echo("Failed items are retried on the next run; fix or remove them, or see `local-rag status`.")
+    if any(s.unavailable for s in summaries):
+        sys.exit(EXIT_SOURCE_SKIPPED)
     if any(s.failures for s in summaries):
-        click.echo("Failed items are retried on the next run; fix or remove them, or see `local-rag status`.")
+        sys.exit(EXIT_ITEMS_FAILED)
 
 
 def _register(app: App, cfg: CollectionConfig, replace: bool = False) -> None:

@@ -26,10 +26,10 @@ def env(tmp_path, monkeypatch):
     resources.close_all()
 
 
-def run(*args, code=0):
+def run(*args, code=0, stdout=False):
     result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
     assert result.exit_code == code, result.output
-    return result.output
+    return result.stdout if stdout else result.output
 
 
 def test_a_moved_vault_moves_its_items(env, tmp_path):
@@ -46,7 +46,7 @@ def test_a_moved_vault_moves_its_items(env, tmp_path):
     assert "now point to their new location" in out and "0 indexed" in out  # nothing re-read or re-embedded
     doc = reads.get_document(store, str(new / "Projects" / "Runbook.md"))
     assert doc["uri"] == str(new / "Projects" / "Runbook.md")
-    hits = json.loads(run("search", "rollback kube-proxy", "--json"))["hits"]
+    hits = json.loads(run("search", "rollback kube-proxy", "--json", stdout=True))["hits"]
     assert hits and all(h["uri"].startswith(str(new)) for h in hits)
 
 
@@ -60,3 +60,19 @@ def test_a_touched_copy_is_moved_too(env, tmp_path):
     store = Store.open(env / "rag.db")
     assert all(s.uri.startswith(str(new) + "/") for s in reads.item_states(store, "docs").values())
     assert "0 indexed" in out
+
+
+def test_exit_status_says_whether_everything_was_indexed(env, tmp_path):
+    """A script could not tell: `index` exited 0 with failed items and with a skipped source."""
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "ok.md").write_text("# Fine\n\nA note that indexes.\n")
+    run("index", "project", "docs", str(folder))
+    (folder / "broken.pdf").write_bytes(b"%PDF-1.4 not a pdf")
+    out = run("index", "project", "docs", str(folder), code=6)
+    assert "failed: " in out and "broken.pdf" in out
+    summary = json.loads(run("index", "all", "--json", code=6, stdout=True))  # --json too
+    assert summary[0]["failures"][0]["key"] == "broken.pdf"
+    shutil.rmtree(folder)  # unmounted: skipped, nothing removed
+    out = run("index", "all", code=7)
+    assert "skipped source" in out
