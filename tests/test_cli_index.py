@@ -76,3 +76,40 @@ def test_exit_status_says_whether_everything_was_indexed(env, tmp_path):
     shutil.rmtree(folder)  # unmounted: skipped, nothing removed
     out = run("index", "all", code=7)
     assert "skipped source" in out
+
+
+def test_names_with_percent_and_bytes_that_are_not_utf8_index_and_are_found(env, tmp_path):
+    """`100% done.md` got the key `100%25 done.md` and its real relative path found nothing; one name with a
+    Latin-1 byte (an old archive) crashed the whole scan with UnicodeEncodeError: nothing indexed."""
+    import os
+
+    folder = tmp_path / "archive"
+    (folder / "2009").mkdir(parents=True)
+    (folder / "100% done.md").write_text("# Done\n\nThe migration is complete.\n")
+    latin1 = os.path.join(os.fsencode(folder / "2009"), b"caf\xe9 cr\xe8me.md")  # not UTF-8: 0xE9, 0xE8
+    with open(latin1, "wb") as fh:
+        fh.write("# Café crème\n\nNotes on the espresso machine descaling.\n".encode())
+    out = run("index", "project", "archive", str(folder))
+    assert "2 indexed" in out and "0 failed" in out, out
+    store = Store.open(env / "rag.db")
+    assert set(reads.item_states(store, "archive")) == {"100%25 done.md", "2009/caf%E9 cr%E8me.md"}  # faithful keys
+    assert reads.get_document(store, "100% done.md")["key"] == "100%25 done.md"  # the real relative path finds it
+    [hit] = json.loads(run("search", "espresso descaling", "--json", "--top", "1", stdout=True))["hits"]
+    assert hit["uri"] == str(folder / "2009" / "café crème.md")  # shown readably (the byte read as Windows-1252)
+    assert reads.get_document(store, hit["uri"])["key"] == hit["key"]
+
+
+def test_a_fifo_or_a_dangling_link_is_reported_not_skipped(env, tmp_path):
+    """A FIFO named note.md was skipped without a word (reading it would block)."""
+    import os
+
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "real.md").write_text("# Real\n\nA real note.\n")
+    os.mkfifo(folder / "note.md")
+    (folder / "gone.md").symlink_to(folder / "nowhere.md")
+    out = run("index", "project", "notes", str(folder), code=6)
+    assert "1 indexed" in out
+    failures = {f.key: f.to_dict() for f in reads.failures(Store.open(env / "rag.db"), collection="notes")}
+    assert failures["note.md"]["error_kind"] == "not_a_file" and "named pipe" in failures["note.md"]["message"]
+    assert failures["gone.md"]["error_kind"] == "broken_link" and "does not exist" in failures["gone.md"]["message"]

@@ -14,7 +14,7 @@ from rag_pipelines.sources.files import captured_metadata
 
 def scan_collection(c: CollectionConfig) -> dict:
     return scan_sources(c).items
-from rag_pipelines.sources.keys import MAX_KEY_BYTES, path_key
+from rag_search.keys import MAX_KEY_BYTES, path_key
 from rag_search.errors import ConfigError
 
 AWKWARD = ["with space.md", "comma, here.md", "[brackets] (1).md", "ünïcödé ✓.md", "100% done.md", "dots...md",

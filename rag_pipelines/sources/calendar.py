@@ -38,7 +38,7 @@ from rag_pipelines.parsers.ics_instances import (CalendarInfo, Expansions, Insta
 from rag_pipelines.parsers.limits import MB, Limits, bound_document, check_size
 from rag_pipelines.sources.base import BaseSource, Loaded, ScanResult, SourceUnavailable, Stamp
 from rag_pipelines.sources.files import root_labels
-from rag_pipelines.sources.keys import path_key
+from rag_search.keys import path_key
 from rag_pipelines.sources.options import SourceOptions, expand_paths
 
 VERSION = "calendar-1"  # part of every content hash and stamp: bump when the Document of the same event changes

@@ -32,7 +32,7 @@ from rag_pipelines.parsers.limits import MB, Limits, bound_document
 from rag_pipelines.sources import appdb
 from rag_pipelines.sources.base import BaseSource, Loaded, ScanResult, SourceUnavailable, Stamp
 from rag_pipelines.sources.files import root_labels
-from rag_pipelines.sources.keys import path_key
+from rag_search.keys import path_key
 from rag_pipelines.sources.options import SourceOptions, expand_paths
 
 APP, BATCH, MAX_CUSTOM = "Calibre", 200, 30

@@ -30,7 +30,7 @@ from rag_pipelines.parsers.mail import (MailRecord, calendar_text, decode_part, 
                                         mail_document, message_bodies)
 from rag_pipelines.sources import emclient_db as db
 from rag_pipelines.sources.base import BaseSource, Loaded, ScanResult, SourceUnavailable, Stamp
-from rag_pipelines.sources.keys import path_key
+from rag_search.keys import path_key
 from rag_pipelines.sources.options import SourceOptions
 
 DEFAULT_EXCLUDED = ("Junk*", "Spam", "Bulk Mail", "Trash", "Deleted Items", "Deleted Messages", "Papierkorb",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Literal, Mapping, Sequence
@@ -19,7 +20,7 @@ from rag_pipelines import parsers
 from rag_pipelines.parsers.limits import Limits
 from rag_pipelines.sources.base import BaseSource, Loaded, ScanResult, SourceUnavailable, Stamp
 from rag_pipelines.sources.globs import GlobSet
-from rag_pipelines.sources.keys import path_key
+from rag_search.keys import path_key, readable
 from rag_pipelines.sources.options import Capture, SourceOptions, compile_capture, expand_paths
 
 DEFAULT_EXCLUDES = (".obsidian/**", ".trash/**", ".git/**", "**/.*", "**/.*/**", "node_modules/**",
@@ -79,6 +80,10 @@ class FileEntry:
     def stamp(self) -> str:
         return f"{self.size}:{self.mtime_ns}"
 
+    @property
+    def uri(self) -> str:
+        return readable(str(self.path))  # a name with bytes that are not UTF-8 is shown (and stored) readably
+
 
 def root_labels(roots: Sequence[Path]) -> list[tuple[Path, str | None]]:
     """(root, label) per root; labels (the folder's name, made unique) only when there are several."""
@@ -95,7 +100,7 @@ def root_labels(roots: Sequence[Path]) -> list[tuple[Path, str | None]]:
 
 
 class FileSource(BaseSource):
-    """Files under the roots of one source config; keys are relative POSIX paths (see sources.keys)."""
+    """Files under the roots of one source config; keys are relative POSIX paths (see rag_search.keys)."""
 
     def __init__(self, options: FileOptions, label: str | None = None, limits: Limits | None = None):
         super().__init__(label)
@@ -128,7 +133,7 @@ class FileSource(BaseSource):
                     result.problems[key] = problem
                     continue
                 entries[key] = FileEntry(key, root / rel, rel, st.st_size, st.st_mtime_ns)
-                result.items[key] = Stamp(entries[key].stamp, str(root / rel))
+                result.items[key] = Stamp(entries[key].stamp, entries[key].uri)
         self._entries, self._problems = entries, dict(result.problems)
         return result
 
@@ -213,13 +218,13 @@ class FileSource(BaseSource):
 
     def _load_one(self, entry: FileEntry) -> Loaded:
         stype = parsers.source_type(entry.suffix)
-        base = dict(key=entry.key, uri=str(entry.path), source_type=stype, plain=stype in PLAIN_TYPES)
+        base = dict(key=entry.key, uri=entry.uri, source_type=stype, plain=stype in PLAIN_TYPES)
         if not _inside(entry.path, self._allowed_roots()):
             return Loaded(**base, gone=True)  # became a link out of the roots since the scan: not read
         try:
             st = entry.path.stat()
             try:
-                parsers.check_size(st.st_size, entry.relpath, self.limits)  # before reading a byte of it
+                parsers.check_size(st.st_size, readable(entry.relpath), self.limits)  # before reading a byte of it
             except parsers.ParseError as exc:
                 return Loaded(**base, stamp=f"{st.st_size}:{st.st_mtime_ns}", size=st.st_size, mtime_ns=st.st_mtime_ns,
                               error=(exc.kind, str(exc)))
@@ -228,7 +233,7 @@ class FileSource(BaseSource):
             return Loaded(**base, gone=True)
         except OSError as exc:
             return Loaded(**base, error=("unreadable", f"cannot read the file ({exc.strerror or exc}); check its permissions"))
-        rel, mtime, limits = entry.relpath, st.st_mtime_ns, self.limits
+        rel, mtime, limits = readable(entry.relpath), st.st_mtime_ns, self.limits
         meta = captured_metadata(self.options, rel)
 
         def parse():
@@ -267,7 +272,7 @@ def _walk(root: Path, globs: GlobSet, allowed: list[Path] | None) -> Iterator[Wa
             entries = list(os.scandir(folder))
         except OSError as exc:
             if rel_folder:
-                yield rel_folder, None, ("unreadable", f"cannot list the folder {folder} ({exc.strerror or exc}); "
+                yield rel_folder, None, ("unreadable", f"cannot list the folder {readable(str(folder))} ({exc.strerror or exc}); "
                                          "check its permissions, or exclude it with exclude_folders")
             continue
         for entry in entries:
@@ -282,12 +287,23 @@ def _walk(root: Path, globs: GlobSet, allowed: list[Path] | None) -> Iterator[Wa
                     if ident not in seen_dirs:
                         seen_dirs.add(ident)
                         stack.append((Path(entry.path), rel + "/"))
-                elif entry.is_file() and globs.wants_file(rel):
-                    yield rel, entry.stat(), None
+                elif globs.wants_file(rel):
+                    yield (rel, entry.stat(), None) if entry.is_file() else (rel, None, _not_a_file(entry))
             except OSError as exc:
                 if globs.wants_file(rel):
-                    yield rel, None, ("unreadable", f"cannot read {entry.path} ({exc.strerror or exc}); "
+                    yield rel, None, ("unreadable", f"cannot read {readable(entry.path)} ({exc.strerror or exc}); "
                                       "shorten the path or fix its permissions")
+
+
+def _not_a_file(entry: os.DirEntry) -> tuple[str, str]:
+    """Why a name the globs want is not read: a dangling link, a named pipe, a socket, a device."""
+    if entry.is_symlink():
+        return "broken_link", (f"{readable(entry.path)} is a symbolic link to {readable(os.readlink(entry.path))}, "
+                               "which does not exist; fix or remove the link")
+    mode = entry.stat(follow_symlinks=False).st_mode
+    what = "a named pipe (FIFO)" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device"
+    return "not_a_file", (f"{readable(entry.path)} is {what}, not a file, so it is not read (reading could block); "
+                          "remove it or exclude it")
 
 
 def _dir_id(path: Path) -> tuple[int, int]:

@@ -39,7 +39,7 @@ from rag_pipelines.parsers.text import binary_reason, decode
 from rag_pipelines.sources import gitcli
 from rag_pipelines.sources.base import BaseSource, Loaded, ScanResult, SourceUnavailable, Stamp
 from rag_pipelines.sources.globs import GlobSet
-from rag_pipelines.sources.keys import path_key
+from rag_search.keys import path_key
 from rag_pipelines.sources.options import SourceOptions
 
 VERSION = "code-1"  # part of every content hash and stamp: bump when the Documents built from the same files change

@@ -39,7 +39,7 @@ from rag_search.records import Document, Section
 from rag_pipelines.parsers.errors import ParseError
 from rag_pipelines.parsers.limits import MB, Limits
 from rag_pipelines.sources.base import BaseSource, Loaded, ScanResult, SourceUnavailable, Stamp
-from rag_pipelines.sources.keys import path_key
+from rag_search.keys import path_key
 from rag_pipelines.sources.options import SourceOptions
 
 VERSION = "superwhisper-1"  # part of every content hash: bump when the Document built from the same meta.json changes

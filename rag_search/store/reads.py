@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from rag_search.errors import NotFound
+from rag_search.keys import path_key
 from rag_search.records import chunk_body, iso_utc
 from rag_search.store import migrations
 from rag_search.store.database import Store
@@ -215,7 +216,8 @@ def find_item(store: Store, path_or_id: str, collection: str | None = None) -> t
         candidates = store.conn.execute(base + "i.id = ?", (*params, int(ref.removeprefix("item:")))).fetchall()
     if not candidates:
         expanded = os.path.expanduser(ref)
-        candidates = store.conn.execute(base + "(i.uri = ? OR i.key = ?)", (*params, expanded, ref)).fetchall()
+        candidates = store.conn.execute(base + "(i.uri = ? OR i.key IN (?, ?))",  # a relative path is its key
+                                        (*params, expanded, ref, path_key(ref))).fetchall()
     if not candidates:
         raise NotFound(f"'{ref}' is not an indexed item. Use a path or key from search results, or an item id "
                        "(search first, e.g. rag_search / `local-rag search`).")
