@@ -89,6 +89,12 @@ def test_a_corrupt_file_fails_alone_and_is_reported(home):
     [seen] = instance.fetch_observations(dg.AssetRecordsFilter(asset_key=dg.AssetKey(["notes", "items"]),
                                                                asset_partitions=["broken.pdf"]), limit=1).records
     assert seen.asset_observation.metadata["error_kind"].value == "corrupt"
+    # Dagster's "failed to materialise" event of the partition, kept (its own SQL storages drop it), as the UI's
+    # partition page and Events tab ask for it: red, with the reason and metadata.
+    [failed] = instance.fetch_failed_materializations(dg.AssetRecordsFilter(
+        asset_key=dg.AssetKey(["notes", "items"]), asset_partitions=["broken.pdf"]), limit=5).records
+    failure = failed.event_log_entry.dagster_event.asset_failed_to_materialize_data.asset_materialization_failure
+    assert failure.metadata["error_kind"].value == "corrupt" and "not a readable PDF" in failure.description
 
 
 def tick(defs, instance, cursor=None):

@@ -91,6 +91,28 @@ class LocalEventLogStorage(SqliteEventLogStorage):
                 old.dispose()  # closing the last connection checkpoints its WAL
             return engine
 
+    @property
+    def can_store_asset_failure_events(self) -> bool:
+        """Dagster's own SQL storages drop "failed to materialise" events (Dagster+ keeps them); this one keeps
+        them, so a failed item's partition page in the UI shows the event with its reason and metadata."""
+        return True
+
+    def fetch_failed_materializations(self, records_filter, limit: int, cursor: str | None = None,
+                                      ascending: bool = False):
+        """As `fetch_observations`, for the events above (the UI's partition page asks for them)."""
+        from dagster import AssetKey, EventRecordsFilter
+        from dagster._core.storage.event_log.sql_event_log import enforce_max_records_limit
+
+        enforce_max_records_limit(limit)
+        kind = DagsterEventType.ASSET_FAILED_TO_MATERIALIZE
+        if isinstance(records_filter, AssetKey):
+            before, after = EventRecordsFilter.get_cursor_params(cursor, ascending)
+            wanted = EventRecordsFilter(event_type=kind, asset_key=records_filter, before_cursor=before,
+                                        after_cursor=after)
+        else:
+            wanted = records_filter.to_event_records_filter(event_type=kind, cursor=cursor, ascending=ascending)
+        return self._get_event_records_result(wanted, limit, cursor, ascending)
+
     def store_event(self, event_entry) -> None:
         super().store_event(event_entry)
         run_id = event_entry.run_id

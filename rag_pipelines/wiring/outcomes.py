@@ -90,6 +90,7 @@ class ItemEvents:
         self.context.log_event(dg.AssetObservation(asset_key=self.asset_key, partition=key,
                                                    description=f"failed [{kind}]: {message}", metadata=meta))
         _planned(self.context, self.asset_key, key)
+        _failed_to_materialize(self.context, self.asset_key, key, f"failed [{kind}]: {message}", meta)
 
     def finish(self) -> None:
         """Log what is pending; remove the partitions of items gone from their source."""
@@ -113,6 +114,21 @@ def _planned(context, asset_key: dg.AssetKey, key: str) -> None:
     step = context.get_step_execution_context()
     event = DagsterEvent.build_asset_materialization_planned_event(
         context.run.job_name, step.step.key, AssetMaterializationPlannedData(asset_key, partition=key))
+    context.instance.report_dagster_event(event, run_id=context.run.run_id)
+
+
+def _failed_to_materialize(context, asset_key: dg.AssetKey, key: str, description: str, meta: dict) -> None:
+    """The partition's own "failed to materialize" event, carrying the reason: the partition's page in the UI
+    shows it (with its metadata) at the top, where an observation alone left "No metadata entries"."""
+    from dagster._core.definitions.events import (AssetMaterializationFailure, AssetMaterializationFailureReason,
+                                                  AssetMaterializationFailureType)
+    from dagster._core.events import DagsterEvent
+
+    failure = AssetMaterializationFailure(
+        asset_key=asset_key, partition=key, description=description, metadata=meta,
+        failure_type=AssetMaterializationFailureType.FAILED, reason=AssetMaterializationFailureReason.FAILED_TO_MATERIALIZE)
+    step = context.get_step_execution_context()
+    event = DagsterEvent.build_asset_failed_to_materialize_event(context.run.job_name, step.step.key, failure)
     context.instance.report_dagster_event(event, run_id=context.run.run_id)
 
 
