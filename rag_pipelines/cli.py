@@ -35,7 +35,8 @@ def _run(app: App, names: list[str] | None, force: bool, as_json: bool,
             shown["reporter"] = progress.Reporter(f"indexing {name}", total, stream=sys.stderr).__enter__()
 
     try:
-        summaries = index_collections(app.paths, names, force=force, on_plan=on_plan, keys=keys)
+        summaries = index_collections(app.paths, names, force=force, on_plan=on_plan, keys=keys,
+                                      on_wait=lambda m: click.echo(m, err=True))
     finally:
         _close_progress(shown)
     _report(summaries, as_json)

@@ -113,3 +113,38 @@ def test_a_fifo_or_a_dangling_link_is_reported_not_skipped(env, tmp_path):
     failures = {f.key: f.to_dict() for f in reads.failures(Store.open(env / "rag.db"), collection="notes")}
     assert failures["note.md"]["error_kind"] == "not_a_file" and "named pipe" in failures["note.md"]["message"]
     assert failures["gone.md"]["error_kind"] == "broken_link" and "does not exist" in failures["gone.md"]["message"]
+
+
+def test_one_index_run_per_collection_at_a_time(env, tmp_path):
+    """Two `index` runs of one collection (CLI and MCP) ran at once: both STARTED, items written twice. The second
+    waits for the first, says whom it waits for, and then finds nothing left to do."""
+    import os
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    from rag_pipelines.indexing.lock import CollectionBusy, collection_lock, lock_path
+
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    for i in range(120):
+        (folder / f"n{i:03d}.md").write_text(f"# Note {i}\n\n" + f"Paragraph {i} about rivers and herons. " * 30)
+    exe = str(Path(sys.executable).with_name("local-rag"))
+    first = subprocess.Popen([exe, "index", "project", "notes", str(folder), "--json"], env=dict(os.environ),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lock = lock_path(env / "rag.db", "notes")
+    deadline = time.time() + 120
+    while not (lock.exists() and '"pid"' in lock.read_text()):
+        assert first.poll() is None and time.time() < deadline
+        time.sleep(0.1)
+    with pytest.raises(CollectionBusy, match=f"pid {first.pid}"):  # what MCP's rag_index answers meanwhile
+        with collection_lock(env / "rag.db", "notes", "mcp", wait=False):
+            pass
+    second = subprocess.run([exe, "index", "all", "--json"], env=dict(os.environ), capture_output=True, text=True,
+                            timeout=300)
+    out, _ = first.communicate(timeout=300)
+    assert first.returncode == 0 and second.returncode == 0, second.stderr
+    assert f"waiting for pid {first.pid}" in second.stderr
+    assert json.loads(out)[0]["outcomes"] == {"indexed": 120}
+    assert json.loads(second.stdout)[0]["outcomes"] == {}  # everything was done: nothing written twice

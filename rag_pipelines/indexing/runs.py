@@ -10,6 +10,7 @@ from rag_search.errors import RagError
 from rag_search.store import reads
 
 from rag_pipelines.indexing import progress
+from rag_pipelines.indexing.lock import collection_lock
 from rag_pipelines.config import load_collections
 from rag_pipelines.indexing.plan import SyncPlan, plan_sync
 
@@ -50,22 +51,22 @@ class RunSummary:
 def index_collections(paths: Paths, names: list[str] | None = None, *, force: bool = False,
                       keys: dict[str, list[str]] | None = None,
                       on_plan: PlanListener | None = None, trigger: str = "cli",
-                      retry_failed: bool = True) -> list[RunSummary]:
+                      retry_failed: bool = True, wait: bool = True,
+                      on_wait: Callable[[str], None] | None = None) -> list[RunSummary]:
     """Sync the named collections (all when None) through their Dagster jobs, executed in this process.
 
     With `keys`, only those items of each collection are synced (the watcher's path); else the
     sources are scanned. Failed items are retried, unless `retry_failed` is false: then only when
     their stamp changed (the watcher, so an unchanged broken file is not re-read at every event).
+    One run per collection at a time: when another process is indexing one, this waits for it (telling
+    `on_wait`), or raises CollectionBusy when `wait` is false.
     """
     import dagster as dg
 
-    from rag_pipelines.wiring.assets import add_partitions, items_op_name, sync_op_name
+    from rag_pipelines.indexing.health import reap_dead_runs
     from rag_pipelines.wiring.definitions import build_definitions
     from rag_pipelines.wiring.instance import ensure_instance
-    from rag_pipelines.wiring.outcomes import record_unlogged
     from rag_pipelines.wiring.resources import RagResource
-    from rag_pipelines.indexing.health import reap_dead_runs
-    from rag_pipelines.wiring.sensors import contiguous_ranges, range_tags
 
     collections = load_collections(paths)
     unknown = [n for n in names or [] if n not in collections]
@@ -81,42 +82,55 @@ def index_collections(paths: Paths, names: list[str] | None = None, *, force: bo
         store = RagResource().store()
         summaries = []
         for name in names or sorted(collections):
-            c, summary = built[name], RunSummary(name, reaped=[r.run_id for r in reaped if r.collection in (None, name)])
-            plan = plan_sync(store, c.cfg, force=force, retry_failed=retry_failed)
-            if keys is not None and name in keys:
-                wanted = set(keys.get(name, []))
-                plan.new = [k for k in plan.new if k in wanted]
-                plan.changed = [k for k in plan.changed if k in wanted]
-                plan.deleted = [k for k in plan.deleted if k in wanted]
-            summary.files, summary.unavailable, summary.moved = len(plan.entries), plan.unavailable, plan.moved
-            if on_plan:
-                on_plan(name, plan)
-            add_partitions(instance, c.partitions.name, sorted(plan.entries))
-            record_unlogged(instance, store, c.cfg, c.key, c.partitions.name)  # after a killed or stopped run
-
-            def count(key: str, outcome: str, s=summary) -> None:
-                s.outcomes[outcome] = s.outcomes.get(outcome, 0) + 1
-
-            progress.listen(count)
-            tags = {"local_rag/trigger": trigger}
-            try:
-                ordered = instance.get_dynamic_partitions(c.partitions.name)
-                for first, last in contiguous_ranges(ordered, set(plan.new), CLI_RANGE_MAX):
-                    job = defs.resolve_job_def(c.index_job.name)
-                    conf = {"ops": {items_op_name(name): {"config": {"force": force}}}}
-                    summary.run_ids.append(_execute(job, instance, run_config=conf, tags={**tags, **range_tags(first, last)}))
-                if plan.changed or plan.deleted:
-                    conf = {"reindex": plan.changed, "delete": plan.deleted, "force": force}
-                    job = defs.resolve_job_def(c.sync_job.name)
-                    summary.run_ids.append(_execute(job, instance, tags=tags,
-                                                    run_config={"ops": {sync_op_name(name): {"config": conf}}}))
-            finally:
-                progress.unlisten(count)
-            summary.failures = [f.to_dict() for f in reads.failures(store, collection=name, limit=20)]
-            summaries.append(summary)
+            with collection_lock(paths.db, name, trigger, wait=wait, on_wait=on_wait):
+                summaries.append(_sync_one(instance, defs, built[name], store, force=force, keys=keys,
+                                           on_plan=on_plan, trigger=trigger, retry_failed=retry_failed,
+                                           reaped=[r.run_id for r in reaped if r.collection in (None, name)]))
         return summaries
     finally:
         instance.dispose()  # closes the event log's files (their WAL is folded in) before the process ends
+
+
+def _sync_one(instance, defs, c, store, *, force: bool, keys, on_plan, trigger: str, retry_failed: bool,
+              reaped: list[str]) -> RunSummary:
+    """Plan one collection's sync and run it: range runs for its new items, one sync run for the rest."""
+    from rag_pipelines.wiring.assets import add_partitions, items_op_name, sync_op_name
+    from rag_pipelines.wiring.outcomes import record_unlogged
+    from rag_pipelines.wiring.sensors import contiguous_ranges, range_tags
+
+    name, summary = c.cfg.name, RunSummary(c.cfg.name, reaped=reaped)
+    plan = plan_sync(store, c.cfg, force=force, retry_failed=retry_failed)
+    if keys is not None and name in keys:
+        wanted = set(keys.get(name, []))
+        plan.new = [k for k in plan.new if k in wanted]
+        plan.changed = [k for k in plan.changed if k in wanted]
+        plan.deleted = [k for k in plan.deleted if k in wanted]
+    summary.files, summary.unavailable, summary.moved = len(plan.entries), plan.unavailable, plan.moved
+    if on_plan:
+        on_plan(name, plan)
+    add_partitions(instance, c.partitions.name, sorted(plan.entries))
+    record_unlogged(instance, store, c.cfg, c.key, c.partitions.name)  # after a killed or stopped run
+
+    def count(key: str, outcome: str) -> None:
+        summary.outcomes[outcome] = summary.outcomes.get(outcome, 0) + 1
+
+    progress.listen(count)
+    tags = {"local_rag/trigger": trigger}
+    try:
+        ordered = instance.get_dynamic_partitions(c.partitions.name)
+        for first, last in contiguous_ranges(ordered, set(plan.new), CLI_RANGE_MAX):
+            job = defs.resolve_job_def(c.index_job.name)
+            conf = {"ops": {items_op_name(name): {"config": {"force": force}}}}
+            summary.run_ids.append(_execute(job, instance, run_config=conf, tags={**tags, **range_tags(first, last)}))
+        if plan.changed or plan.deleted:
+            conf = {"reindex": plan.changed, "delete": plan.deleted, "force": force}
+            job = defs.resolve_job_def(c.sync_job.name)
+            summary.run_ids.append(_execute(job, instance, tags=tags,
+                                            run_config={"ops": {sync_op_name(name): {"config": conf}}}))
+    finally:
+        progress.unlisten(count)
+    summary.failures = [f.to_dict() for f in reads.failures(store, collection=name, limit=20)]
+    return summary
 
 
 # Console quiet: progress and the summary come from the CLI; a run failed by its items is reported per item.

@@ -117,13 +117,14 @@ def watch_collections(paths: Paths, names: list[str] | None, debounce: float = 2
          f"{debounce:g}s after the last save")
     stop = stop or threading.Event()
     try:
-        index_collections(paths, list(chosen), trigger="watch")  # catch up on what changed while not watching
+        index_collections(paths, list(chosen), trigger="watch", on_wait=echo)  # catch up on what changed meanwhile
         while not stop.is_set():
             stop.wait(0.2)
             batch = pending.take_if_quiet(debounce)
             if batch:
                 keys = {n: ks for n, ks in batch.items() if WHOLE not in ks}
-                for s in index_collections(paths, list(batch), keys=keys, trigger="watch", retry_failed=False):
+                for s in index_collections(paths, list(batch), keys=keys, trigger="watch", retry_failed=False,
+                                           on_wait=echo):
                     echo(s.line())
                 _stats.update(syncs=_stats["syncs"] + 1, last_sync=iso_utc(int(time.time())),
                               last_batch={n: len(k) for n, k in batch.items()})

@@ -10,6 +10,7 @@ from pydantic import Field
 from rag_pipelines.indexing import progress
 from rag_pipelines.config import CollectionConfig, safe_name
 from rag_pipelines.indexing.items import IndexStats, index_keys
+from rag_pipelines.indexing.lock import collection_lock
 from rag_pipelines.indexing.plan import plan_sync
 from rag_pipelines.wiring import checks, outcomes
 from rag_pipelines.wiring.resources import RagResource
@@ -158,9 +159,11 @@ def _index(context, cfg: CollectionConfig, key: dg.AssetKey, partitions_name: st
         events(item_key, outcome)
         progress.notify(item_key, outcome)
 
+    trigger = context.run.tags.get("local_rag/trigger", "dagster")
     try:
-        index_keys(store, embedder, cfg, keys, force=force, on_item=on_item, on_work=progress.notify_work,
-                   stats=stats)
+        with collection_lock(rag.paths().db, cfg.name, trigger, on_wait=context.log.info):  # one run at a time
+            index_keys(store, embedder, cfg, keys, force=force, on_item=on_item, on_work=progress.notify_work,
+                       stats=stats)
     finally:
         events.flush()  # items written before an error keep their materialisations
     events.finish()
