@@ -214,7 +214,7 @@ def index_folder(name: str, folder: Path, home: Path) -> None:
 
 
 def search_cli(query: str, mode: str, home: Path, top: int = 10) -> list[dict]:
-    out = subprocess.run([local_rag(), "search", query, "--json", "--top", str(top), "--mode", mode],
+    out = subprocess.run([local_rag(), "search", "--json", "--top", str(top), "--mode", mode, "--", query],
                          env=product_env(home), capture_output=True, text=True)
     if out.returncode != 0:
         print(f"[warn] search exit {out.returncode} for {query!r}: {out.stderr.strip()[:300]}", file=sys.stderr)
