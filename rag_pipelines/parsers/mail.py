@@ -19,6 +19,7 @@ import codecs
 import quopri
 import re
 from dataclasses import dataclass
+from email.errors import HeaderParseError
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -48,16 +49,41 @@ def normalise_message_id(value: str | None) -> str:
     return re.sub(r"[\s<>]+", "", text)
 
 
+ENCODED_WORD = re.compile(r"=\?[^?\s]+\?[bBqQ]\?[^?\s]*\?=")
+BAD_ENCODING = (LookupError, UnicodeError, ValueError, binascii.Error, HeaderParseError)
+
+
 def decode_header_value(value: str | None) -> str:
-    """An RFC 2047 header ('=?utf-8?q?Gr=C3=BC=C3=9Fe?=') as text; bad encodings are kept as they are."""
+    """An RFC 2047 header ('=?utf-8?q?Gr=C3=BC=C3=9Fe?=') as text; an encoded word that cannot be decoded (broken
+    base64, an unknown charset) is kept as it is written, and the others are decoded."""
     if not value:
         return ""
+    try:
+        text = _decoded(value)
+        if text.strip() or not value.strip():
+            return text
+    except BAD_ENCODING:
+        pass
+    words = ENCODED_WORD.split(value)
+    out = [words[0]]
+    for word, after in zip(ENCODED_WORD.findall(value), words[1:]):
+        out += [_word(word), after]
+    return "".join(out)
+
+
+def _word(word: str) -> str:
+    """One encoded word as text; as written when it does not decode, or decodes to nothing (broken base64)."""
+    try:
+        text = _decoded(word)
+    except BAD_ENCODING:
+        return word
+    return text if text or word.endswith("??=") else word
+
+
+def _decoded(value: str) -> str:
     from email.header import decode_header, make_header
 
-    try:
-        return str(make_header(decode_header(value)))
-    except (LookupError, UnicodeError, ValueError, binascii.Error):
-        return value
+    return str(make_header(decode_header(value)))
 
 
 FORWARD = re.compile(r"^\s*(fwd?|wg|tr|rv|enc|doorst|vs|vb|fs|転送)\s*[:：]", re.IGNORECASE)
