@@ -355,8 +355,9 @@ def _cli_params() -> tuple:
 
     return (
         click.Option(["--path"], type=click.Path(exists=True, path_type=Path),
-                     help="Takeout's `All mail Including Spam and Trash.mbox`, another .mbox, or a folder of them "
-                          "(registers the collection); without it the configured gmail sources are indexed."),
+                     help="Takeout's `All mail Including Spam and Trash.mbox`, another mbox (a mailing list archive "
+                          ".txt), or a folder of them (registers the collection); without it the configured gmail "
+                          "sources are indexed."),
         click.Option(["--include-spam-trash", "include_all"], is_flag=True,
                      help="Index messages labelled Spam or Trash too."),
     )

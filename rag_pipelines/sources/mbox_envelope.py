@@ -12,7 +12,7 @@ Writers differ in everything but the leading `From ` (the shapes below are from 
     any                From "Jörg Müller" <jm@beispiel.de> Mon Jan  1 …    (quoted, UTF-8 or raw 8-bit senders)
 
 A line is an envelope when it starts with `From `, is at most MAX_LINE bytes long and holds a plausible date after
-the sender: asctime (`[Day] Mon d hh:mm[:ss] [zone] yyyy [zone]`) or RFC 5322 (`[Day,] d Mon yyyy hh:mm[:ss]
+the sender, within its last DATE_WITHIN bytes: asctime (`[Day] Mon d hh:mm[:ss] [zone] yyyy [zone]`) or RFC 5322 (`[Day,] d Mon yyyy hh:mm[:ss]
 [zone]`), with a real month, day 1-31, hour < 24, minute < 60 and a year 1900-2199. Body lines such as
 `From the desk of Carol:` or `From perl5-porters:` carry no date and are no envelopes. Whether an envelope starts a
 message (the empty line before it, the header after it) is decided by mbox_index.
@@ -25,6 +25,7 @@ from datetime import datetime, timedelta, timezone
 from typing import NamedTuple
 
 MAX_LINE = 1000  # bytes: a longer line is body text
+DATE_WITHIN = 160  # bytes at the end of the line the date is looked for in (a date, a zone, `remote from <host>`)
 MONTHS = (b"Jan", b"Feb", b"Mar", b"Apr", b"May", b"Jun", b"Jul", b"Aug", b"Sep", b"Oct", b"Nov", b"Dec")
 _DAY = rb"(?:(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun),?[ \t]+)?"
 _MONTH = rb"(?P<month>" + b"|".join(MONTHS) + rb")"
@@ -48,7 +49,7 @@ def parse(line: bytes) -> Envelope | None:
     if not line.startswith(b"From ") or len(line) > MAX_LINE:
         return None
     for pattern in (ASCTIME, RFC5322):
-        for m in pattern.finditer(line, 5):
+        for m in pattern.finditer(line, max(5, len(line) - DATE_WITHIN)):
             if line[m.start() - 1 : m.start()] in b" \t" and _plausible(m):
                 return Envelope(_text(line[5 : m.start()].strip()), _time(m))
     return None

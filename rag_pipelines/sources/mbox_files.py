@@ -52,6 +52,7 @@ def list_files(path: Path) -> Listing:
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         for name in sorted(n for n in names if not n.startswith(".")):
             _add(path, Path(folder) / name, out)
+    out.files.sort()  # by path, as a copy of a message in two files is loaded from the first
     if not out.files and not out.problems:
         raise SourceUnavailable(f"{path} holds no mail file (.mbox, or a mailing list archive .txt); point `path` at "
                                 "Takeout's Mail folder or an .mbox file. Nothing indexed from it was removed.")

@@ -216,11 +216,11 @@ def _envelope_end(data: bytes, i: int, blank_before: bool, final: bool) -> int:
     if takeout:
         return takeout.end()
     nl = data.find(b"\n", i, i + mbox_envelope.MAX_LINE + 2)
-    if not blank_before or nl < 0 or mbox_envelope.parse(data[i:nl]) is None:
+    if not blank_before or nl < 0:
         return -1
-    if HEADER_LINE.match(data, nl + 1) or (final and not data[nl + 1 : nl + 6].strip() and len(data) <= nl + 5):
-        return nl + 1
-    return -1
+    if not (HEADER_LINE.match(data, nl + 1) or (final and not data[nl + 1 : nl + 6].strip() and len(data) <= nl + 5)):
+        return -1  # checked first: cheaper than looking for a date
+    return nl + 1 if mbox_envelope.parse(data[i:nl]) is not None else -1
 
 
 def not_mbox_reason(data: bytes, i: int = 0) -> str:
