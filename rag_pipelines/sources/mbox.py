@@ -121,7 +121,7 @@ class GmailSource(BaseSource):
                                         "readable (macOS: Full Disk Access). Nothing indexed from it was removed.") from exc
             problems[self.key(problem_key(self.options.path, path))] = self._problem(path, exc)
             self._broken.add(name)
-            return old or _TOCS.setdefault(name, toc_.Toc(name))  # the same object each scan: nothing changed
+            return _TOCS.setdefault(name, old or toc_.Toc(name))  # the same object each scan: nothing changed
         if upd.mode != "unchanged":
             sidecar.save(toc, upd.parsed_from if upd.mode == "grown" else 0)
         _TOCS[name] = toc
@@ -301,9 +301,11 @@ class GmailSource(BaseSource):
         try:
             return self._loaded(key, item, raws)
         except Exception as exc:  # noqa: BLE001 - one message's bytes must never stop the others
+            why = "its MIME parts are nested too deeply" if isinstance(exc, RecursionError) else \
+                f"{type(exc).__name__}: {exc}"
             return Loaded(key, item.uri, "email", stamp=item.stamp, error=("corrupt", (
-                f"the message cannot be read ({type(exc).__name__}: {exc}); the other messages are indexed. It is "
-                "tried again when the mbox changes; open it in a mail client to see what is wrong with it")))
+                f"the message cannot be read ({why}); the other messages are indexed. It is tried again when the "
+                "mbox changes; open it in a mail client to see what is wrong with it")))
 
     def _loaded(self, key: str, item: _Item, raws: list[tuple[int, toc_.Rec, bytes]]) -> Loaded:
         cfi, rec, raw = raws[0]

@@ -228,7 +228,7 @@ def not_mbox_reason(data: bytes, i: int = 0) -> str:
     if data[i : i + 2] == b"\x1f\x8b":
         return GZIP
     line = data[i : i + 200].split(b"\n", 1)[0].rstrip(b"\r")
-    shown = repr(line[:80].decode("utf-8", "replace")) + ("…" if len(line) > 80 else "")
+    shown = f"'{line[:80].decode('utf-8', 'backslashreplace')}'" + ("…" if len(line) > 80 else "")
     if not line.startswith(b"From "):
         return f"it does not start with a `From ` envelope line (its first line is {shown})"
     if mbox_envelope.parse(line) is None:
