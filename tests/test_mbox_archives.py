@@ -25,7 +25,7 @@ import mbox_fixture as fx
 from fakes import HashEmbedder
 from hostile import mail as hostile
 from rag_pipelines.indexing import runs
-from rag_pipelines.parsers.mail import decode_header_value
+from rag_pipelines.parsers.mail_headers import decode_header_value
 from rag_pipelines.parsers.rfc822 import mail_record
 from rag_pipelines.sources import mbox, mbox_index
 from rag_pipelines.sources.mbox import GmailOptions, GmailSource

@@ -1,6 +1,7 @@
 """Mail text: HTML → text, quoted replies and signatures stripped, SafeLinks decoded, MIME parts decoded.
 
-Plain functions shared by the mail sources (eM Client, later Gmail/mbox). `clean_body` is the usual entry:
+Plain functions shared by the mail sources (eM Client, Gmail/mbox; headers: mail_headers). `clean_body` is the usual
+entry:
 
     HTML → text (quote and signature containers dropped) → SafeLinks decoded → quoted replies cut
     ("On … wrote:", "Am … schrieb …:", "Le … a écrit :", Outlook's "From: … Sent: …" block,
@@ -19,80 +20,13 @@ import codecs
 import quopri
 import re
 from dataclasses import dataclass
-from email.errors import HeaderParseError
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from rag_search.records import Document, Section
 
-# -- addresses, ids, headers ------------------------------------------------------------------------
-
-
-def format_address(name: str | None, address: str | None) -> str:
-    """'Name <addr>' with the address lower-cased; just the address or just the name when one is missing."""
-    name = " ".join((name or "").replace('"', "").split())
-    address = (address or "").strip().strip("<>").lower()
-    if name and address and name.lower() != address:
-        return f"{name} <{address}>"
-    return address or name
-
-
-def normalise_message_id(value: str | None) -> str:
-    """The Message-ID without <>, whitespace or folding; '' when there is none (also for the empty '<>')."""
-    text = (value or "").strip()
-    if text[:1] == "<" and text[-1:] == ">" and text.count("<") == 1 and text.count(">") == 1 and \
-            len(text.split()) == 1:
-        return text[1:-1]  # the usual case, without regular expressions (scans normalise every row)
-    inner = re.search(r"<([^<>]*)>", text)
-    if inner:
-        text = inner.group(1)
-    return re.sub(r"[\s<>]+", "", text)
-
-
-ENCODED_WORD = re.compile(r"=\?[^?\s]+\?[bBqQ]\?[^?\s]*\?=")
-BAD_ENCODING = (LookupError, UnicodeError, ValueError, binascii.Error, HeaderParseError)
-
-
-def decode_header_value(value: str | None) -> str:
-    """An RFC 2047 header ('=?utf-8?q?Gr=C3=BC=C3=9Fe?=') as text; an encoded word that cannot be decoded (broken
-    base64, an unknown charset) is kept as it is written, and the others are decoded."""
-    if not value:
-        return ""
-    try:
-        text = _decoded(value)
-        if text.strip() or not value.strip():
-            return text
-    except BAD_ENCODING:
-        pass
-    words = ENCODED_WORD.split(value)
-    out = [words[0]]
-    for word, after in zip(ENCODED_WORD.findall(value), words[1:]):
-        out += [_word(word), after]
-    return "".join(out)
-
-
-def _word(word: str) -> str:
-    """One encoded word as text; as written when it does not decode, or decodes to nothing (broken base64)."""
-    try:
-        text = _decoded(word)
-    except BAD_ENCODING:
-        return word
-    return text if text or word.endswith("??=") else word
-
-
-def _decoded(value: str) -> str:
-    from email.header import decode_header, make_header
-
-    return str(make_header(decode_header(value)))
-
-
-FORWARD = re.compile(r"^\s*(fwd?|wg|tr|rv|enc|doorst|vs|vb|fs|転送)\s*[:：]", re.IGNORECASE)
-
-
-def is_forward(subject: str | None) -> bool:
-    """Whether a subject says the message forwards another one (its quoted part is the content)."""
-    return bool(FORWARD.match(subject or ""))
-
+from rag_pipelines.parsers.mail_headers import (decode_header_value, format_address, is_forward,  # noqa: F401
+                                                normalise_message_id)  # headers: importable from here as before
 
 # -- MIME parts --------------------------------------------------------------------------------------
 

@@ -24,8 +24,8 @@ from email.utils import getaddresses, parsedate_to_datetime
 
 from rag_search.people import participant
 
-from rag_pipelines.parsers.mail import (MailRecord, calendar_text, decode_header_value, decode_part,
-                                        normalise_message_id)
+from rag_pipelines.parsers.mail import MailRecord, calendar_text, decode_part
+from rag_pipelines.parsers.mail_headers import decode_header_value, normalise_message_id
 
 FOLD = re.compile(r"\r?\n(?=[ \t])")
 LATIN = ("latin-1", "iso8859-1", "cp1252", "iso8859-15")

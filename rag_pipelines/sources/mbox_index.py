@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, NamedTuple
 
-from rag_pipelines.parsers.mail import decode_header_value, normalise_message_id
+from rag_pipelines.parsers.mail_headers import decode_header_value, normalise_message_id
 from rag_pipelines.sources import mbox_envelope
 
 FORMAT = 2  # of the sidecar's rows: bump when Rec or its parsing changes (old tables are then ignored)
