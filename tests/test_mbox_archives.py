@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -177,6 +178,19 @@ def test_thunderbird_quoting_is_undone_once(tmp_path):
     (tmp_path / "Inbox").write_bytes(dict(other_writers())["Local Folders/Inbox"])
     [doc] = documents(source(tmp_path, strip_quotes=False)).values()
     assert doc.sections[0].text.endswith("The next lines were escaped:\nFrom here on it is body.\n>From here too.")
+
+
+def test_linked_folders_are_read_once_and_pipes_not_at_all(tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    hostile.write(elsewhere, "Archive.mbox", [hostile.plain(1), hostile.plain(2)])
+    mail = tmp_path / "mail"
+    hostile.write(mail, "Inbox.mbox", [hostile.plain(3)])
+    (mail / "archive").symlink_to(elsewhere)
+    (mail / "again").symlink_to(elsewhere)
+    (mail / "loop").symlink_to(mail)
+    os.mkfifo(mail / "pipe.mbox")  # opening it would wait for a writer forever
+    src = source(mail)
+    assert len(src.scan().items) == 3 and len(src._files) == 2
 
 
 def test_compressed_archives_say_how_to_unpack_them(tmp_path):

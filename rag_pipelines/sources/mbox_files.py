@@ -1,7 +1,7 @@
 """The mail files under a gmail source's path: which are mbox files, and which are failed items (and why).
 
 `path` is a file → that file, whatever its name. `path` is a folder → the files below it (hidden files and folders
-skipped, sorted):
+skipped, linked folders followed once, sorted by path):
 
     *.mbox                        always (Takeout, mail clients' exports): one that is no mbox is a failed item;
     *.txt, files without suffix   when they start with an envelope line: a mailing list's archive as Mailman
@@ -48,10 +48,7 @@ def list_files(path: Path) -> Listing:
         raise SourceUnavailable(f"{path} cannot be read ({exc.strerror or exc}); check its permissions (macOS: Full "
                                 "Disk Access). Nothing indexed from it was removed.") from exc
     out = Listing()
-    for folder, dirs, names in os.walk(path, onerror=lambda exc: _unlisted(path, exc, out)):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        for name in sorted(n for n in names if not n.startswith(".")):
-            _add(path, Path(folder) / name, out)
+    _walk(path, out)
     out.files.sort()  # by path, as a copy of a message in two files is loaded from the first
     if not out.files and not out.problems:
         raise SourceUnavailable(f"{path} holds no mail file (.mbox, or a mailing list archive .txt); point `path` at "
@@ -65,6 +62,23 @@ def problem_key(root: Path, path: Path) -> str:
     return f"file:{path_key(rel)}"
 
 
+def _walk(root: Path, out: Listing) -> None:
+    seen: set[tuple[int, int]] = set()
+    for folder, dirs, names in os.walk(root, onerror=lambda exc: _unlisted(root, exc, out), followlinks=True):
+        try:
+            st = os.stat(folder)
+        except OSError as exc:
+            _unlisted(root, exc, out)
+            continue
+        if (st.st_dev, st.st_ino) in seen:  # a linked folder met twice (or a link loop): once is enough
+            dirs[:] = []
+            continue
+        seen.add((st.st_dev, st.st_ino))
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in sorted(n for n in names if not n.startswith(".")):
+            _add(root, Path(folder) / name, out)
+
+
 def _add(root: Path, file: Path, out: Listing) -> None:
     name = file.name.lower()
     if name.endswith(PACKED):
@@ -75,7 +89,8 @@ def _add(root: Path, file: Path, out: Listing) -> None:
         return
     suffix = file.suffix.lower()
     if suffix == ".mbox":
-        out.files.append(file)
+        if file.is_file():  # not a pipe or a dangling link
+            out.files.append(file)
     elif suffix in SNIFFED:
         try:
             if starts_with_envelope(file):
