@@ -118,7 +118,8 @@ class GmailSource(BaseSource):
         except (OSError, toc_.NotMbox) as exc:
             if isinstance(exc, OSError) and path == self.options.path:
                 raise SourceUnavailable(f"{path} cannot be read ({exc.strerror or exc}); check it exists and is "
-                                        "readable (macOS: Full Disk Access). Nothing indexed from it was removed.") from exc
+                                        "readable (macOS: Full Disk Access). Nothing indexed from it was "
+                                        "removed.") from exc
             problems[self.key(problem_key(self.options.path, path))] = self._problem(path, exc)
             self._broken.add(name)
             return _TOCS.setdefault(name, old or toc_.Toc(name))  # the same object each scan: nothing changed
@@ -151,7 +152,8 @@ class GmailSource(BaseSource):
             return "unreadable", (f"cannot read {path} ({exc.strerror or exc}); check it is readable (macOS: Full "
                                   f"Disk Access). {kept}")
         if str(exc) == toc_.GZIP:
-            return "unsupported", f"{path} is gzip-compressed; unpack it (`gunzip -k '{path}'`): the unpacked file is indexed"
+            return "unsupported", (f"{path} is gzip-compressed; unpack it (`gunzip -k '{path}'`): the unpacked file "
+                                   "is indexed")
         instead = (f"move the file out of {self.options.path}; the other files are indexed" if path != self.options.path
                    else "point `path` at an mbox file")
         return "unsupported", (f"{path} is not an mbox file: {exc}. Export the mailbox as mbox (Gmail: Google Takeout, "
@@ -279,7 +281,8 @@ class GmailSource(BaseSource):
         copies = [(fi, rec) for fi, rec in item.copies if str(self._files[fi]) not in self._broken]
         if not copies:  # its file is no mbox (any more) or unreadable: a failed item of its own says so
             return _unavailable(key, item.uri, f"{self._files[item.copies[0][0]]} cannot be read as an mbox now (see "
-                                "its failed item); it is tried again when it changes. Nothing indexed from it was removed.")
+                                "its failed item); it is tried again when it changes. Nothing indexed from it was "
+                                "removed.")
         too_big = next((r for _, r in copies if r.length > self.limits.max_file_mb * MB), None)
         if too_big:
             return Loaded(key, item.uri, "email", stamp=item.stamp, error=("too_large", (

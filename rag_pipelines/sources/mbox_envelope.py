@@ -12,10 +12,10 @@ Writers differ in everything but the leading `From ` (the shapes below are from 
     any                From "Jörg Müller" <jm@beispiel.de> Mon Jan  1 …    (quoted, UTF-8 or raw 8-bit senders)
 
 A line is an envelope when it starts with `From `, is at most MAX_LINE bytes long and holds a plausible date after
-the sender, within its last DATE_WITHIN bytes: asctime (`[Day] Mon d hh:mm[:ss] [zone] yyyy [zone]`) or RFC 5322 (`[Day,] d Mon yyyy hh:mm[:ss]
-[zone]`), with a real month, day 1-31, hour < 24, minute < 60 and a year 1900-2199. Body lines such as
-`From the desk of Carol:` or `From perl5-porters:` carry no date and are no envelopes. Whether an envelope starts a
-message (the empty line before it, the header after it) is decided by mbox_index.
+the sender, within its last DATE_WITHIN bytes: asctime (`[Day] Mon d hh:mm[:ss] [zone] yyyy [zone]`) or RFC 5322
+(`[Day,] d Mon yyyy hh:mm[:ss] [zone]`), with a real month, day 1-31, hour < 24, minute < 60 and a year 1900-2199.
+Body lines such as `From the desk of Carol:` or `From perl5-porters:` carry no date and are no envelopes. Whether an
+envelope starts a message (the empty line before it, the header after it) is decided by mbox_index.
 """
 
 from __future__ import annotations
