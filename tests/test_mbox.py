@@ -18,7 +18,8 @@ from rag_pipelines.parsers.limits import Limits
 from rag_pipelines.indexing.scan import open_sources
 from rag_pipelines.sources import mbox, mbox_index
 from rag_pipelines.sources.base import SourceUnavailable
-from rag_pipelines.sources.mbox import GmailOptions, GmailSource, envelope_time
+from rag_pipelines.sources.mbox import GmailOptions, GmailSource
+from rag_pipelines.sources.mbox_envelope import envelope_time
 from rag_pipelines.wiring import resources
 from rag_search.cli.main import cli
 from rag_search.config import Paths, load_settings
@@ -280,13 +281,16 @@ def test_missing_foreign_and_huge_inputs(export, tmp_path):
     with pytest.raises(SourceUnavailable, match="does not exist"):
         source(tmp_path / "nowhere").scan()
     (tmp_path / "empty").mkdir()
-    with pytest.raises(SourceUnavailable, match="holds no .mbox file"):
+    with pytest.raises(SourceUnavailable, match="holds no mail file"):
         source(tmp_path / "empty").scan()
-    (tmp_path / "empty" / "notes.mbox").write_text("Dear diary,\nnot an mbox\n")
-    with pytest.raises(SourceUnavailable, match="not an mbox file"):
-        source(tmp_path / "empty").scan()
+    (tmp_path / "empty" / "notes.mbox").write_text("Dear diary,\nnot an mbox\n")  # one failed item, not a lost source
+    result = source(tmp_path / "empty").scan()
+    [(kind, why)] = result.problems.values()
+    assert list(result.problems) == ["file:notes.mbox"] and result.items == {} and kind == "unsupported"
+    assert "is not an mbox file: it does not start with a `From ` envelope line (its first line is 'Dear diary,')" in why
+    assert "move the file out of" in why
     (tmp_path / "empty" / "notes.mbox").write_bytes(b"")  # a label without mail
-    assert source(tmp_path / "empty").scan().items == {}
+    assert source(tmp_path / "empty").scan() == mbox.ScanResult()
     [big] = source(export.all_mail, limits=Limits(max_file_mb=0.0001)).load([fx.PLAN.key])
     assert big.error[0] == "too_large" and "max_file_mb" in big.error[1]
 
@@ -400,7 +404,11 @@ def test_a_new_export_is_reconciled_by_message_id_and_an_unreadable_one_changes_
     indexed = set(reads.item_states(store, "gmail"))  # an unreadable export keeps what was indexed
     export.all_mail.write_bytes(b"garbage\n" * 100)
     [summary] = runs.index_collections(home, ["gmail"])
-    assert "not an mbox file" in summary.unavailable["gmail"] and summary.outcomes == {}
+    assert summary.outcomes == {"failed": 1} and not summary.unavailable  # the other file is still read
+    [failure] = summary.failures
+    assert failure["key"] == f"file:{fx.ALL_MAIL}" and "not an mbox file" in failure["message"], failure
+    assert set(reads.item_states(store, "gmail")) == indexed | {f"file:{fx.ALL_MAIL}"}
+    indexed.add(f"file:{fx.ALL_MAIL}")
     export.root.rename(export.root.with_name("moved away"))
     [summary] = runs.index_collections(home, ["gmail"])
     assert "does not exist" in summary.unavailable["gmail"]

@@ -1,6 +1,7 @@
 """Mail text: HTML → text, quoted replies and signatures stripped, SafeLinks decoded, MIME parts decoded.
 
-Plain functions shared by the mail sources (eM Client, later Gmail/mbox). `clean_body` is the usual entry:
+Plain functions shared by the mail sources (eM Client, Gmail/mbox; headers: mail_headers). `clean_body` is the usual
+entry:
 
     HTML → text (quote and signature containers dropped) → SafeLinks decoded → quoted replies cut
     ("On … wrote:", "Am … schrieb …:", "Le … a écrit :", Outlook's "From: … Sent: …" block,
@@ -24,49 +25,8 @@ from urllib.parse import parse_qs, urlsplit
 
 from rag_search.records import Document, Section
 
-# -- addresses, ids, headers ------------------------------------------------------------------------
-
-
-def format_address(name: str | None, address: str | None) -> str:
-    """'Name <addr>' with the address lower-cased; just the address or just the name when one is missing."""
-    name = " ".join((name or "").replace('"', "").split())
-    address = (address or "").strip().strip("<>").lower()
-    if name and address and name.lower() != address:
-        return f"{name} <{address}>"
-    return address or name
-
-
-def normalise_message_id(value: str | None) -> str:
-    """The Message-ID without <>, whitespace or folding; '' when there is none (also for the empty '<>')."""
-    text = (value or "").strip()
-    if text[:1] == "<" and text[-1:] == ">" and text.count("<") == 1 and text.count(">") == 1 and \
-            len(text.split()) == 1:
-        return text[1:-1]  # the usual case, without regular expressions (scans normalise every row)
-    inner = re.search(r"<([^<>]*)>", text)
-    if inner:
-        text = inner.group(1)
-    return re.sub(r"[\s<>]+", "", text)
-
-
-def decode_header_value(value: str | None) -> str:
-    """An RFC 2047 header ('=?utf-8?q?Gr=C3=BC=C3=9Fe?=') as text; bad encodings are kept as they are."""
-    if not value:
-        return ""
-    from email.header import decode_header, make_header
-
-    try:
-        return str(make_header(decode_header(value)))
-    except (LookupError, UnicodeError, ValueError, binascii.Error):
-        return value
-
-
-FORWARD = re.compile(r"^\s*(fwd?|wg|tr|rv|enc|doorst|vs|vb|fs|転送)\s*[:：]", re.IGNORECASE)
-
-
-def is_forward(subject: str | None) -> bool:
-    """Whether a subject says the message forwards another one (its quoted part is the content)."""
-    return bool(FORWARD.match(subject or ""))
-
+from rag_pipelines.parsers.mail_headers import (decode_header_value, format_address, is_forward,  # noqa: F401
+                                                normalise_message_id)  # headers: importable from here as before
 
 # -- MIME parts --------------------------------------------------------------------------------------
 

@@ -2,7 +2,8 @@
 
 For mail sources that hold whole messages (a Takeout mbox, .eml files). Tolerant by design:
 
-- headers: RFC 2047 encoded words, and raw 8-bit bytes (UTF-8, else cp1252);
+- headers: RFC 2047 encoded words (one that does not decode is kept as written), and raw 8-bit bytes (UTF-8, else
+  cp1252); addresses as Mailman's pipermail archives obfuscate them (`goran at example.com`) are read back;
 - parts: base64 and quoted-printable; the declared charset when it decodes the bytes, else UTF-8, else cp1252
   (a bad or unknown declared charset, or a part that lies about its charset, still gives text);
 - body: the first inline text/plain with text, else text/html (made text later by mail_document), else a
@@ -23,12 +24,13 @@ from email.utils import getaddresses, parsedate_to_datetime
 
 from rag_search.people import participant
 
-from rag_pipelines.parsers.mail import (MailRecord, calendar_text, decode_header_value, decode_part,
-                                        normalise_message_id)
+from rag_pipelines.parsers.mail import MailRecord, calendar_text, decode_part
+from rag_pipelines.parsers.mail_headers import decode_header_value, normalise_message_id
 
 FOLD = re.compile(r"\r?\n(?=[ \t])")
 LATIN = ("latin-1", "iso8859-1", "cp1252", "iso8859-15")
 ATTACHMENT_TYPES = ("application/", "image/", "audio/", "video/", "model/", "font/")
+OBFUSCATED = re.compile(r"(?<![\w.+-])([\w.+-]+) at ((?:[A-Za-z0-9-]+\.)+[A-Za-z]{2,})(?![\w.-])", re.ASCII)
 
 
 def mail_record(raw: bytes, *, max_text: int, fallback_ts: int | None = None, tags: tuple[str, ...] = (),
@@ -87,6 +89,7 @@ def eight_bit(value: str) -> str:
 def addresses(values: list[str]) -> list[str]:
     """'Name <addr>' participants of address headers (names decoded after the list is split on commas)."""
     out = []
+    values = [v if "@" in v else OBFUSCATED.sub(r"\1@\2", v) for v in values]  # pipermail: `goran at example.com`
     for name, addr in getaddresses(values):
         who = participant(" ".join(decode_header_value(name).split()), addr if "@" in addr else "")
         if not who and addr:

@@ -1,7 +1,9 @@
 """Gmail via Google Takeout as a Source: one item per message of a Takeout .mbox file (or of a folder of them).
 
 Reference: ../shared/reference/sources.md §6b. `path` is `All mail Including Spam and Trash.mbox`, another .mbox
-(one per label when exported that way), or a folder searched for *.mbox. Files are never written.
+(one per label when exported that way; any mbox: mutt, Thunderbird, a mailing list's archive), or a folder of them
+(which files count: mbox_files). Files are never written. A file that is no mbox, or cannot be read, is one failed
+item `file:<path>` and the others are indexed; the messages indexed from it before stay until it is readable again.
 
 Scan: each file's table of contents (mbox_index: offsets, Message-ID, X-GM-THRID, X-Gmail-Labels, a header stamp)
 is kept in memory and in a sidecar under the local-rag home, so a file that only grew is parsed from where it
@@ -23,7 +25,6 @@ import json
 import os
 import re
 from dataclasses import asdict
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterator, Literal, Mapping, NamedTuple, Sequence
 from urllib.parse import quote
@@ -34,6 +35,8 @@ from rag_pipelines.parsers.limits import MB, Limits, human_size
 from rag_pipelines.parsers.mail import mail_document
 from rag_pipelines.parsers.rfc822 import mail_record
 from rag_pipelines.sources import mbox_index as toc_
+from rag_pipelines.sources.mbox_envelope import envelope_time
+from rag_pipelines.sources.mbox_files import list_files, problem_key
 from rag_pipelines.sources.base import BaseSource, Loaded, ScanResult, SourceUnavailable, Stamp
 from rag_pipelines.sources.options import SourceOptions
 
@@ -42,16 +45,14 @@ KEY_SAFE = re.compile(r"[\x21-\x24\x26-\x7e]{1,200}")  # printable ASCII without
 URI_SAFE = re.compile(r"[\w@!$&()*+,;=:~.-]+", re.ASCII)
 READ_STATE = re.compile(r"(?i)^(?:opened|unread|imap_.*)$")
 ESCAPED_FROM = re.compile(rb"^>(>*From )", re.MULTILINE)
-ENVELOPE_DATE = re.compile(rb"\S+ +\w{3} +(\w{3}) +(\d{1,2}) +(\d{1,2}):(\d\d)(?::(\d\d))?(?: +([+-]\d{4}|[A-Z]{1,5}))? +"
-                           rb"(\d{4})")
-MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 _TOCS: dict[str, toc_.Toc] = {}  # path → its table of contents, shared by the sources of this process
+_BROKEN: dict[str, tuple[tuple[int, int, int], str]] = {}  # path → (size, mtime, inode) when found no mbox, and why
 
 
 class GmailOptions(SourceOptions):
     type: Literal["gmail"] = Field(description="gmail: a Google Takeout mail export (.mbox).")
     path: Path = Field(description="Takeout's `All mail Including Spam and Trash.mbox`, another .mbox file, or a "
-                       "folder searched for *.mbox files (Takeout/Mail).")
+                       "folder searched for *.mbox files (Takeout/Mail) and mailing list archives (*.txt).")
     exclude_labels: tuple[str, ...] = Field(
         ("Spam", "Trash"), description="Messages with any of these Gmail labels are not indexed (case-insensitive); "
         "set [] to index everything.")
@@ -87,6 +88,8 @@ class GmailSource(BaseSource):
         self._groups: dict[str, list[tuple[int, toc_.Rec]]] = {}  # key → its copies (file index, record)
         self._threads: dict[str, str] = {}
         self._tocs: list[toc_.Toc] = []
+        self._problems: dict[str, tuple[str, str]] = {}  # `file:<rel>` keys → (kind, message): failed items
+        self._broken: set[str] = set()  # files that could not be read as mbox in the last scan (their old records kept)
         self._seen: tuple | None = None  # identities of the files the items were built from
         self.updates: dict[str, toc_.Update] = {}  # file → how the last scan brought its table of contents up to date
         self.bytes_parsed = self.bytes_checked = self.bytes_loaded = 0  # read by scans and loads so far (tests, benches)
@@ -94,26 +97,32 @@ class GmailSource(BaseSource):
     # -- scan ------------------------------------------------------------------------------------------------
 
     def scan(self) -> ScanResult:
-        files = find_files(self.options.path)
-        tocs = [self._toc(f) for f in files]
+        listing = list_files(self.options.path)
+        problems = {self.key(k): v for k, v in listing.problems.items()}
+        self._broken = set()
+        tocs = [self._toc(f, problems) for f in listing.files]
         seen = tuple((t.path, t.size, t.mtime_ns, t.inode) for t in tocs)
         if seen != self._seen or self._items is None:
             if not self._extend(tocs):
                 self._group(tocs)
-            self._files, self._tocs, self._seen = files, tocs, seen
-        return ScanResult(dict(self._stamps))
+            self._files, self._tocs, self._seen = listing.files, tocs, seen
+        self._problems = problems
+        return ScanResult(dict(self._stamps), dict(problems))
 
-    def _toc(self, path: Path) -> toc_.Toc:
+    def _toc(self, path: Path, problems: dict[str, tuple[str, str]]) -> toc_.Toc:
+        """The file's table of contents; one it cannot be read as is a problem, and its last known one is kept."""
         name, sidecar = str(path), toc_.Sidecar(sidecar_path())
         old = _TOCS.get(name) or sidecar.load(name)
         try:
-            toc, upd = toc_.update(path, old)
-        except toc_.NotMbox as exc:
-            raise SourceUnavailable(f"{path} is not an mbox file ({exc}); point `path` at Takeout's .mbox file or its "
-                                    "Mail folder. Nothing indexed from it was removed.") from exc
-        except OSError as exc:
-            raise SourceUnavailable(f"{path} cannot be read ({exc.strerror or exc}); check it exists and is readable "
-                                    "(macOS: Full Disk Access). Nothing indexed from it was removed.") from exc
+            toc, upd = self._update(path, old)
+        except (OSError, toc_.NotMbox) as exc:
+            if isinstance(exc, OSError) and path == self.options.path:
+                raise SourceUnavailable(f"{path} cannot be read ({exc.strerror or exc}); check it exists and is "
+                                        "readable (macOS: Full Disk Access). Nothing indexed from it was "
+                                        "removed.") from exc
+            problems[self.key(problem_key(self.options.path, path))] = self._problem(path, exc)
+            self._broken.add(name)
+            return _TOCS.setdefault(name, old or toc_.Toc(name))  # the same object each scan: nothing changed
         if upd.mode != "unchanged":
             sidecar.save(toc, upd.parsed_from if upd.mode == "grown" else 0)
         _TOCS[name] = toc
@@ -121,6 +130,34 @@ class GmailSource(BaseSource):
         self.bytes_parsed += upd.bytes_parsed
         self.bytes_checked += upd.bytes_checked
         return toc
+
+    @staticmethod
+    def _update(path: Path, old: toc_.Toc | None) -> tuple[toc_.Toc, toc_.Update]:
+        """toc_.update, except that a file found no mbox is not read again while its size and mtime stay."""
+        st = os.stat(path)
+        ident = (st.st_size, st.st_mtime_ns, st.st_ino)
+        known = _BROKEN.get(str(path))
+        if known and known[0] == ident:
+            raise toc_.NotMbox(known[1])
+        try:
+            return toc_.update(path, old)
+        except toc_.NotMbox as exc:
+            _BROKEN[str(path)] = (ident, str(exc))
+            raise
+
+    def _problem(self, path: Path, exc: OSError | toc_.NotMbox) -> tuple[str, str]:
+        """(kind, message) of the failed item of a file that cannot be read as an mbox."""
+        kept = "What was indexed from it stays searchable"
+        if isinstance(exc, OSError):
+            return "unreadable", (f"cannot read {path} ({exc.strerror or exc}); check it is readable (macOS: Full "
+                                  f"Disk Access). {kept}")
+        if str(exc) == toc_.GZIP:
+            return "unsupported", (f"{path} is gzip-compressed; unpack it (`gunzip -k '{path}'`): the unpacked file "
+                                   "is indexed")
+        instead = (f"move the file out of {self.options.path}; the other files are indexed" if path != self.options.path
+                   else "point `path` at an mbox file")
+        return "unsupported", (f"{path} is not an mbox file: {exc}. Export the mailbox as mbox (Gmail: Google Takeout, "
+                               f"Mail; a mailing list: its archive's .txt download), or {instead}. {kept}")
 
     def _group(self, tocs: list[toc_.Toc]) -> None:
         """Items from every record: copies of one message joined, the same Message-ID in other threads apart."""
@@ -182,7 +219,7 @@ class GmailSource(BaseSource):
         if rec.mid:
             uri = f"mid:{rec.mid if URI_SAFE.fullmatch(rec.mid) else quote(rec.mid, safe='@!$&()*+,;=:~-._')}"
         else:
-            uri = f"{tocs[fi].path}#{rec.gmail_id.removesuffix('@xxx') or rec.offset}"
+            uri = f"{tocs[fi].path}#{rec.gmail_id.removesuffix('@xxx') if _takeout(rec) else rec.offset}"
         return _Item(tuple(copies), labels, stamp, uri)
 
     def watch_paths(self) -> list:
@@ -193,13 +230,17 @@ class GmailSource(BaseSource):
 
     def load(self, keys: Sequence[str], known_uris: Mapping[str, str] | None = None) -> Iterator[Loaded]:
         keys = list(dict.fromkeys(keys))
-        if self._items is None or any(k not in self._items for k in keys):
+        if self._items is None or any(k not in self._items and k not in self._problems for k in keys):
             try:
                 self.scan()  # a fresh process, or keys new since the last scan
             except SourceUnavailable as exc:
                 yield from (_unavailable(k, (known_uris or {}).get(k, k), str(exc)) for k in keys)
                 return
-        yield from self._load(keys, retry=True)
+        problems = [k for k in keys if k in self._problems]
+        for key in problems:  # a file that is no mbox, or cannot be read: its failed item
+            kind, message = self._problems[key]
+            yield Loaded(key, (known_uris or {}).get(key, key), "email", stamp=f"problem:{kind}", error=(kind, message))
+        yield from self._load([k for k in keys if k not in self._problems], retry=True)
 
     def _load(self, keys: list[str], retry: bool) -> Iterator[Loaded]:
         items, stale = self._items or {}, []
@@ -210,7 +251,7 @@ class GmailSource(BaseSource):
             else:
                 yield Loaded(key, key, "email", gone=True)
         for fi, file_keys in sorted(by_file.items()):
-            yield from self._load_file(fi, file_keys, stale)
+            yield from self._load_file(file_keys, stale)
         if stale and retry:
             try:
                 self.scan()  # the file changed since the scan (a new export): find the messages again
@@ -221,36 +262,53 @@ class GmailSource(BaseSource):
             return
         yield from (Loaded(k, items[k].uri, "email", gone=True) for k in stale)
 
-    def _load_file(self, fi: int, keys: list[str], stale: list[str]) -> Iterator[Loaded]:
-        items, fds, done = self._items or {}, {}, set()
+    def _load_file(self, keys: list[str], stale: list[str]) -> Iterator[Loaded]:
+        fds: dict[int, int] = {}  # file index → open descriptor, for the keys of one file (and their copies)
         try:
             for key in keys:
-                item, raws = items[key], []
-                too_big = next((r for _, r in item.copies if r.length > self.limits.max_file_mb * MB), None)
-                if too_big:
-                    done.add(key)
-                    yield Loaded(key, item.uri, "email", stamp=item.stamp, error=("too_large", (
-                        f"the message is {human_size(too_big.length)}, over limits.max_file_mb "
-                        f"({self.limits.max_file_mb} MB); raise it in config.yaml to index it")))
-                    continue
-                for cfi, rec in item.copies:
-                    if cfi not in fds:
-                        fds[cfi] = os.open(self._files[cfi], os.O_RDONLY)
-                    raw = os.pread(fds[cfi], rec.length, rec.offset)
-                    self.bytes_loaded += len(raw)
-                    raws.append((cfi, rec, raw))
-                done.add(key)
-                if all(toc_.still(raw, rec) for _, rec, raw in raws):
-                    yield self._loaded(key, item, raws)
-                else:
+                loaded = self._load_one(key, fds)
+                if loaded is None:
                     stale.append(key)
-        except OSError as exc:
-            why = (f"{self._files[fi]} cannot be read ({exc.strerror or exc}); it is tried again on the next run. "
-                   "Nothing indexed from it was removed.")
-            yield from (_unavailable(k, items[k].uri, why) for k in keys if k not in done)
+                else:
+                    yield loaded
         finally:
             for fd in fds.values():
                 os.close(fd)
+
+    def _load_one(self, key: str, fds: dict[int, int]) -> Loaded | None:
+        """One message read and made a mail record: a Loaded, an error Loaded, or None when its bytes moved."""
+        item = (self._items or {})[key]
+        copies = [(fi, rec) for fi, rec in item.copies if str(self._files[fi]) not in self._broken]
+        if not copies:  # its file is no mbox (any more) or unreadable: a failed item of its own says so
+            return _unavailable(key, item.uri, f"{self._files[item.copies[0][0]]} cannot be read as an mbox now (see "
+                                "its failed item); it is tried again when it changes. Nothing indexed from it was "
+                                "removed.")
+        too_big = next((r for _, r in copies if r.length > self.limits.max_file_mb * MB), None)
+        if too_big:
+            return Loaded(key, item.uri, "email", stamp=item.stamp, error=("too_large", (
+                f"the message is {human_size(too_big.length)}, over limits.max_file_mb "
+                f"({self.limits.max_file_mb} MB); raise it in config.yaml to index it")))
+        raws = []
+        for fi, rec in copies:
+            try:
+                if fi not in fds:
+                    fds[fi] = os.open(self._files[fi], os.O_RDONLY)
+                raw = os.pread(fds[fi], rec.length, rec.offset)
+            except OSError as exc:
+                return _unavailable(key, item.uri, f"{self._files[fi]} cannot be read ({exc.strerror or exc}); it is "
+                                    "tried again on the next run. Nothing indexed from it was removed.")
+            self.bytes_loaded += len(raw)
+            raws.append((fi, rec, raw))
+        if not all(toc_.still(raw, rec) for _, rec, raw in raws):
+            return None
+        try:
+            return self._loaded(key, item, raws)
+        except Exception as exc:  # noqa: BLE001 - one message's bytes must never stop the others
+            why = "its MIME parts are nested too deeply" if isinstance(exc, RecursionError) else \
+                f"{type(exc).__name__}: {exc}"
+            return Loaded(key, item.uri, "email", stamp=item.stamp, error=("corrupt", (
+                f"the message cannot be read ({why}); the other messages are indexed. It is tried again when the "
+                "mbox changes; open it in a mail client to see what is wrong with it")))
 
     def _loaded(self, key: str, item: _Item, raws: list[tuple[int, toc_.Rec, bytes]]) -> Loaded:
         cfi, rec, raw = raws[0]
@@ -260,31 +318,12 @@ class GmailSource(BaseSource):
             fallback_ts=envelope_time(line), thread=rec.thread,
             tags=tuple(lb for lb in item.labels if not READ_STATE.match(lb)),
             extra=(*self.options.metadata.items(), ("mbox", self._files[cfi].name),
-                   ("gmail_id", rec.gmail_id.removesuffix("@xxx") if rec.gmail_id.endswith("@xxx") else "")))
+                   ("gmail_id", rec.gmail_id.removesuffix("@xxx") if _takeout(rec) else "")))
         quotes, signature = self.options.strip_quotes, self.options.strip_signatures
         payload = json.dumps([VERSION, asdict(mail), quotes, signature], ensure_ascii=False, sort_keys=True, default=str)
         return Loaded(key, item.uri, "email", stamp=item.stamp,
                       content_hash=hashlib.sha256(payload.encode()).hexdigest(),
                       parse=lambda: mail_document(mail, quotes=quotes, signature=signature))
-
-
-def find_files(path: Path) -> list[Path]:
-    """The mbox files of `path`: itself, or the *.mbox files under it (sorted); SourceUnavailable when none."""
-    try:
-        if path.is_file():
-            return [path]
-        if path.is_dir():
-            found = sorted(p for p in path.rglob("*") if p.suffix.lower() == ".mbox" and p.is_file()
-                           and not any(part.startswith(".") for part in p.relative_to(path).parts))
-            if found:
-                return found
-            raise SourceUnavailable(f"{path} holds no .mbox file; point `path` at Takeout's Mail folder or its "
-                                    "`All mail Including Spam and Trash.mbox`. Nothing indexed from it was removed.")
-    except OSError as exc:
-        raise SourceUnavailable(f"{path} cannot be read ({exc.strerror or exc}); check its permissions. Nothing "
-                                "indexed from it was removed.") from exc
-    raise SourceUnavailable(f"{path} does not exist; check the path in the config (unpacked the Takeout archive?). "
-                            "Nothing indexed from it was removed.")
 
 
 def sidecar_path() -> Path:
@@ -293,21 +332,9 @@ def sidecar_path() -> Path:
     return Paths.from_env().home / "cache" / "mbox-toc.sqlite"
 
 
-def envelope_time(line: bytes) -> int | None:
-    """The date of a From_ line (`From 1234@xxx Thu Jan 01 00:00:00 +0000 2026`) → unix seconds."""
-    m = ENVELOPE_DATE.search(line)
-    if not m or m.group(1).decode() not in MONTHS:
-        return None
-    month, day, hour, minute, second, zone, year = m.groups()
-    try:
-        when = datetime(int(year), MONTHS.index(month.decode()) + 1, int(day), int(hour), int(minute),
-                        int(second or 0), tzinfo=timezone.utc)
-    except ValueError:
-        return None
-    offset = 0
-    if zone and zone[:1] in b"+-":
-        offset = (1 if zone[:1] == b"+" else -1) * (int(zone[1:3]) * 3600 + int(zone[3:5]) * 60)
-    return int(when.timestamp()) - offset
+def _takeout(rec: toc_.Rec) -> bool:
+    """Whether the message's envelope sender is a Gmail message id (`<digits>@xxx`, Takeout's From_ lines)."""
+    return rec.gmail_id.endswith("@xxx") and rec.gmail_id[:-4].isdigit()
 
 
 def _thread_order(thread: str) -> tuple[int, int, str]:
@@ -333,8 +360,9 @@ def _cli_params() -> tuple:
 
     return (
         click.Option(["--path"], type=click.Path(exists=True, path_type=Path),
-                     help="Takeout's `All mail Including Spam and Trash.mbox`, another .mbox, or a folder of them "
-                          "(registers the collection); without it the configured gmail sources are indexed."),
+                     help="Takeout's `All mail Including Spam and Trash.mbox`, another mbox (a mailing list archive "
+                          ".txt), or a folder of them (registers the collection); without it the configured gmail "
+                          "sources are indexed."),
         click.Option(["--include-spam-trash", "include_all"], is_flag=True,
                      help="Index messages labelled Spam or Trash too."),
     )

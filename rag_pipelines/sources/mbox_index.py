@@ -14,11 +14,13 @@ Tocs live in memory (per process) and in a sidecar SQLite file under the local-r
 so `local-rag index gmail` in a fresh process does not re-read a file that did not change. The sidecar is a cache:
 when it cannot be read or written, the file is parsed instead.
 
-Message boundaries: a From_ line (`From <sender> <asctime date>`) after an empty line or at the start of the file;
-Takeout's `From 1234567890@xxx Thu Jan 01 00:00:00 +0000 2026` form is accepted without the empty line. A body
-line that starts with `From ` but is no From_ line (or, in the generic form, follows a non-empty line) does not
-start a message. Lengths exclude the blank line that separates messages (at most 4 CR/LF bytes), so a message's
-length does not depend on what is appended after it. CRLF and LF files alike.
+Message boundaries: an envelope line (`From <sender> <date>`, any of the shapes mbox_envelope reads: Takeout,
+mutt, Thunderbird, Mailman's pipermail archives, ...) at the start of the file or after an empty line, followed by
+a header line (`Name: value`); Takeout's `From 1234567890@xxx Thu Jan 01 00:00:00 +0000 2026` form is accepted
+without the empty line. A body line that starts with `From ` but carries no date (`From the desk of Carol:`), or
+follows a non-empty line, or is not followed by a header, does not start a message; `>From ` lines never do.
+Lengths exclude the blank line that separates messages (at most 4 CR/LF bytes), so a message's length does not
+depend on what is appended after it. CRLF and LF files alike.
 """
 
 from __future__ import annotations
@@ -31,9 +33,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, NamedTuple
 
-from rag_pipelines.parsers.mail import decode_header_value, normalise_message_id
+from rag_pipelines.parsers.mail_headers import decode_header_value, normalise_message_id
+from rag_pipelines.sources import mbox_envelope
 
-FORMAT = 1  # of the sidecar's rows: bump when Rec or its parsing changes (old tables are then ignored)
+FORMAT = 2  # of the sidecar's rows: bump when Rec or its parsing changes (old tables are then ignored)
 BLOCK = 8 * 1024 * 1024  # bytes read at a time
 SAMPLE = 1024  # bytes hashed at the start and before the end of the file
 HEADER_MAX = 64 * 1024  # a header block longer than this is cut (its stamp still covers what was kept)
@@ -41,15 +44,15 @@ LOOK_BEHIND = 8  # bytes kept before a candidate From_ line (the blank-line chec
 DAYS = rb"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)"
 MONTHS = rb"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
 TAKEOUT_FROM = re.compile(rb"From \d{1,30}@xxx " + DAYS + b" " + MONTHS + rb" [ \d]?\d \d\d:\d\d:\d\d(?: [+-]\d{4})? \d{4}\r?\n")
-GENERIC_FROM = re.compile(rb"From \S{1,500} +" + DAYS + b" +" + MONTHS + rb" +\d{1,2} +\d{1,2}:\d\d(?::\d\d)?"
-                          rb"(?: +(?:[A-Z]{1,5}|[+-]\d{4}))? +\d{4}(?: +(?:[A-Z]{1,5}|[+-]\d{4}))?[ \t]*\r?\n")
+HEADER_LINE = re.compile(rb"[\x21-\x39\x3b-\x7e]{1,200}[ \t]*:")  # `Name:` (the line after an envelope)
 WANTED = re.compile(rb"^(message-id|x-gm-thrid|x-gmail-labels|date|from|subject)[ \t]*:[ \t]*(.*(?:\r?\n[ \t].*)*)",
                     re.IGNORECASE | re.MULTILINE)  # a header and its continuation lines
 FOLD = re.compile(rb"\r?\n(?=[ \t])")
+GZIP = "it is gzip-compressed"  # a NotMbox reason
 
 
 class NotMbox(Exception):
-    """The file (or the bytes appended to it) does not start with a From_ line."""
+    """The file (or the bytes appended to it) does not start with an envelope line; the message says why."""
 
     def __init__(self, message: str, read: int = 0):
         super().__init__(message)
@@ -64,7 +67,7 @@ class Rec(NamedTuple):  # a tuple: a Toc holds one per message (100k+)
     labels: tuple[str, ...]  # X-Gmail-Labels, decoded, in their order
     nomid: str  # without a Message-ID: a hash of Date, From, Subject and thread; else ''
     stamp: str  # hash of the header block and the length: changes when labels (or anything) change
-    gmail_id: str  # the From_ line's sender (Takeout: the Gmail message id, `<digits>@xxx`)
+    gmail_id: str  # the envelope's sender (Takeout: the Gmail message id, `<digits>@xxx`)
 
 
 @dataclass
@@ -173,17 +176,17 @@ def parse(fh: BinaryIO, start: int, end: int, first: bool) -> tuple[list[Rec], i
 
 
 def _first_separator(data: bytes, final: bool, found: list, base: int) -> int:
-    """The region's first message (after blank lines); NotMbox when it does not start with a From_ line."""
+    """The region's first message (after blank lines); NotMbox when it does not start with an envelope line."""
     i = 0
     while i < len(data) and data[i] in b"\r\n":
         i += 1
     if i == len(data) and final:
         return i  # only blank lines: no message
-    line = TAKEOUT_FROM.match(data, i) or GENERIC_FROM.match(data, i)
-    if not line:
-        raise NotMbox(f"no From_ line at offset {base + i}")
-    found.append((base + i, base, line.group(0), _header(data, line.end(), final)))
-    return line.end()
+    end = _envelope_end(data, i, True, final)
+    if end < 0:
+        raise NotMbox(not_mbox_reason(data, i))
+    found.append((base + i, base, data[i:end], _header(data, end, final)))
+    return end
 
 
 def _separators(data: bytes, lo: int, final: bool, found: list, base: int) -> int:
@@ -198,14 +201,39 @@ def _separators(data: bytes, lo: int, final: bool, found: list, base: int) -> in
                       and data.find(b"\n\r\n", nl) < 0):
             if not final:
                 return j  # the From_ line or its header goes on in the next block
-        line = TAKEOUT_FROM.match(data, j + 1)
-        if not line and (data[j - 1 : j] == b"\n" or data[j - 2 : j] == b"\n\r"):
-            line = GENERIC_FROM.match(data, j + 1)
-        if line:
-            found.append((base + j + 1, base + _trim(data, j + 1), line.group(0), _header(data, line.end(), final)))
-            i = line.end()
+        blank = data[j - 1 : j] == b"\n" or data[j - 2 : j] == b"\n\r"
+        end = _envelope_end(data, j + 1, blank, final)
+        if end >= 0:
+            found.append((base + j + 1, base + _trim(data, j + 1), data[j + 1 : end], _header(data, end, final)))
+            i = end
         else:
             i = j + 1
+
+
+def _envelope_end(data: bytes, i: int, blank_before: bool, final: bool) -> int:
+    """Where the envelope line at data[i] ends (after its line end) when it starts a message, else -1."""
+    takeout = TAKEOUT_FROM.match(data, i)
+    if takeout:
+        return takeout.end()
+    nl = data.find(b"\n", i, i + mbox_envelope.MAX_LINE + 2)
+    if not blank_before or nl < 0:
+        return -1
+    if not (HEADER_LINE.match(data, nl + 1) or (final and not data[nl + 1 : nl + 6].strip() and len(data) <= nl + 5)):
+        return -1  # checked first: cheaper than looking for a date
+    return nl + 1 if mbox_envelope.parse(data[i:nl]) is not None else -1
+
+
+def not_mbox_reason(data: bytes, i: int = 0) -> str:
+    """Why data[i:] does not start an mbox, in words (the message of NotMbox)."""
+    if data[i : i + 2] == b"\x1f\x8b":
+        return GZIP
+    line = data[i : i + 200].split(b"\n", 1)[0].rstrip(b"\r")
+    shown = f"'{line[:80].decode('utf-8', 'backslashreplace')}'" + ("…" if len(line) > 80 else "")
+    if not line.startswith(b"From "):
+        return f"it does not start with a `From ` envelope line (its first line is {shown})"
+    if mbox_envelope.parse(line) is None:
+        return f"its first line {shown} is no mbox envelope line (no date after the sender)"
+    return f"no header line follows its first line {shown}"
 
 
 def _header(data: bytes, start: int, final: bool) -> bytes:
@@ -238,14 +266,14 @@ def _record(offset: int, end: int, line: bytes, header: bytes) -> Rec:
         fields.get(k, "") for k in ("date", "from", "subject", "x-gm-thrid")).encode("latin-1", "replace")).hexdigest()[:20]
     stamp = hashlib.blake2b(header + b"%d" % length, digest_size=10).hexdigest()
     return Rec(offset, length, mid, thread, labels(fields.get("x-gmail-labels", "")), nomid, stamp,
-               line.split(b" ", 2)[1].decode("latin-1"))
+               mbox_envelope.sender(line))
 
 
 def still(raw: bytes, rec: Rec) -> bool:
     """Whether bytes read at rec.offset (rec.length of them) still are rec's message: its From_ line and stamp."""
     nl = raw.find(b"\n")
     line = raw[: nl + 1]
-    if len(raw) != rec.length or nl < 0 or not (TAKEOUT_FROM.fullmatch(line) or GENERIC_FROM.fullmatch(line)):
+    if len(raw) != rec.length or nl < 0 or not (TAKEOUT_FROM.fullmatch(line) or mbox_envelope.parse(line)):
         return False
     return _record(rec.offset, rec.offset + len(raw), line, _header(raw, nl + 1, True)).stamp == rec.stamp
 
