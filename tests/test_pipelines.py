@@ -169,3 +169,23 @@ def test_many_new_files_become_few_runs(home):
     with dg.instance_for_test() as instance:
         result = tick(defs, instance)
         assert [r.job_name for r in result.run_requests] == ["notes_index"] * 3  # ranges of at most 1,000 keys
+
+
+def test_a_source_whose_load_raises_fails_only_that_item(home, monkeypatch):
+    """A source's load() that raised (a Gmail message whose headers broke the parser inside load) stopped the run:
+    0 indexed, 0 recorded. Now the other items index and the one that raises is a failed item with the error."""
+    from rag_pipelines.sources.files import FileSource
+
+    paths, _ = home
+    real = FileSource._load_one
+
+    def load_one(self, entry):
+        if entry.key == "Projects/Runbook.md":
+            raise RuntimeError("boom in the source")
+        return real(self, entry)
+
+    monkeypatch.setattr(FileSource, "_load_one", load_one)  # fault injection: a source bug on one item
+    [summary] = runs.index_collections(paths, ["notes"])
+    assert summary.outcomes == {"indexed": len(EXPECTED_KEYS) - 1, "failed": 1}
+    [failure] = summary.failures
+    assert failure["key"] == "Projects/Runbook.md" and "boom in the source" in failure["message"]

@@ -21,7 +21,7 @@ from rag_pipelines.chunking.prose import ChunkSpec, chunk_document, chunk_spec, 
 from rag_pipelines.config import CollectionConfig
 from rag_pipelines.indexing.plan import stores_path
 from rag_pipelines.indexing.scan import open_sources, owner_of, source_name
-from rag_pipelines.sources.base import Loaded, Source
+from rag_pipelines.sources.base import Loaded, Source, SourceUnavailable
 
 ItemListener = Callable[[str, str], None]  # (key, outcome) with outcome indexed|unchanged|failed|deleted
 WorkListener = Callable[[str, int], None]  # ("queued", chunks of a parsed item) | ("embedded", chunks just embedded)
@@ -91,8 +91,7 @@ def index_keys(store: Store, embedder: Embedder, cfg: CollectionConfig, keys: It
     try:
         for index, owned in by_source.items():
             src = sources[index]
-            uris = {k: run.known[k].uri for k in owned if k in run.known}
-            for loaded in src.load(owned, known_uris=uris):
+            for loaded in _loaded(run, src, owned):
                 t0 = time.perf_counter()
                 item = _prepare(run, src, loaded)
                 run.stats.seconds_parsing += time.perf_counter() - t0
@@ -104,6 +103,29 @@ def index_keys(store: Store, embedder: Embedder, cfg: CollectionConfig, keys: It
     for name in ("embedded", "seconds_embedding", "seconds_writing"):
         setattr(run.stats, name, getattr(writer.stats, name))
     return run.stats
+
+
+def _loaded(run: _Run, src: Source, keys: list[str]) -> Iterable[Loaded]:
+    """The source's Loaded items; when its load() raises (a source bug, one item it cannot read), the keys it had
+    not yielded yet are loaded one by one, so only the item that raises fails (recorded with the error)."""
+    uris = {k: run.known[k].uri for k in keys if k in run.known}
+    done: set[str] = set()
+    try:
+        for loaded in src.load(keys, known_uris=uris):
+            done.add(loaded.key)
+            yield loaded
+        return
+    except SourceUnavailable:
+        raise  # the whole source went away mid-run: nothing of it is marked failed
+    except Exception:  # noqa: BLE001 - isolated below, key by key
+        pass
+    for key in (k for k in keys if k not in done):
+        try:
+            yield from src.load([key], known_uris={key: uris[key]} if key in uris else {})
+        except Exception as exc:  # noqa: BLE001 - this item's own failure, recorded
+            uri = uris.get(key, key)
+            yield Loaded(key, uri, "unknown", error=("error", f"the source could not read it ({type(exc).__name__}: "
+                                                              f"{exc}); the other items are indexed"))
 
 
 def _prepare(run: _Run, src: Source, loaded: Loaded) -> ParsedItem | None:

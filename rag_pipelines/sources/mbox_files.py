@@ -22,7 +22,7 @@ from pathlib import Path
 
 from rag_pipelines.sources import mbox_envelope
 from rag_pipelines.sources.base import SourceUnavailable
-from rag_pipelines.sources.keys import path_key
+from rag_search.keys import path_key
 
 SNIFFED = (".txt", "")  # mail only when the file starts with an envelope line
 PACKED = (".mbox.gz", ".txt.gz")
