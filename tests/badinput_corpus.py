@@ -15,7 +15,7 @@ import random
 import zipfile
 from pathlib import Path
 
-from document_builders import docx_file, epub_file, paragraph, pdf_file, runs_docx, styles_xml
+from document_builders import docx_file, epub_file, pdf_file, runs_docx, styles_xml
 
 from rag_pipelines.parsers.limits import MB, Limits, is_text_format
 
@@ -164,13 +164,14 @@ def _hostile_documents(scale, limits, rng) -> dict:
     line = (b"lorem ipsum dolor sit amet " * (_n(MB, scale) // 27 + 1))[: _n(MB, scale)]
     traversal = epub_file([("one.xhtml", "<h1>One</h1><p>The first legitimate chapter.</p>"),
                            ("two.xhtml", "<h1>Two</h1><p>The second legitimate chapter.</p>")],
-                          [("One", "one.xhtml"), ("Two", "two.xhtml")], opf_dir="",
+                          [("One", "one.xhtml"), ("Two", "two.xhtml")],
                           extra_manifest=("../../evil.xhtml",), extra_members={"../../evil.xhtml": "<p>evil</p>"})
     return {
         "documents/empty.docx": (b"", "failed:empty"),
         "documents/empty.epub": (b"", "failed:empty"),
         "documents/empty.pdf": (b"", "failed:empty"),
-        "documents/one_line.pdf": (pdf_file([[b"The first page holds ordinary text."], [line]]), "indexed"),
+        "documents/one_line.pdf": (pdf_file([[b"The first page holds ordinary text."], [line]], 300 / len(line)),
+                                   "indexed"),  # a font so small that the whole line is on the page
         "documents/runs.docx": (runs_docx(_n(10_000, scale), styles_xml(150)), "indexed"),
         "documents/entity.docx": (docx_file(ENTITY_RUN, doctype=ENTITY_DOCTYPE), "indexed"),
         "documents/traversal.epub": (traversal, "indexed"),

@@ -132,14 +132,15 @@ def _nav(toc: list) -> str:
             '</ol></nav></body></html>')
 
 
-def pdf_file(pages: list[list[bytes]]) -> bytes:
+def pdf_file(pages: list[list[bytes]], font_size: float = 10) -> bytes:
     """A PDF (Helvetica, one compressed content stream per page) whose page i shows the lines pages[i]."""
     objects = [b"<< /Type /Catalog /Pages 2 0 R >>", b""]
     kids = []
     for lines in pages:
         shown = b"".join(b"(" + line.replace(b"\\", b"\\\\").replace(b"(", b"\\(").replace(b")", b"\\)") + b") Tj T* "
                          for line in lines)
-        stream = zlib.compress(b"BT /F1 10 Tf 12 TL 40 750 Td " + shown + b"ET", 6)
+        size = f"{font_size:.10f}".rstrip("0").rstrip(".").encode()  # PDF numbers have no exponent
+        stream = zlib.compress(b"BT /F1 " + size + b" Tf 12 TL 40 750 Td " + shown + b"ET", 6)
         objects.append(b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(stream) + stream + b"\nendstream")
         objects.append(b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 %d 0 R >> "
                        b">> /Contents %d 0 R >>" % (2 * len(pages) + 3, len(objects)))
@@ -151,6 +152,7 @@ def pdf_file(pages: list[list[bytes]]) -> bytes:
         offsets.append(len(out))
         out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
     xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1) + b"".join(b"%010d 00000 n \n" % o for o in offsets)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % o for o in offsets)
     out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
     return bytes(out)

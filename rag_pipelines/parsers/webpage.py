@@ -76,7 +76,7 @@ def _read(markup: bytes | str, anchors: Mapping[str, tuple[str, ...]]) -> _Block
 
 
 def label(text: str) -> str:
-    """A heading or table-of-contents entry as one line: runs of whitespace (newlines, no-break spaces) → one space."""
+    """A heading or table-of-contents entry on one line: whitespace runs (newlines, no-break spaces) → a space."""
     return " ".join(text.split())
 
 
