@@ -15,6 +15,8 @@ import random
 import zipfile
 from pathlib import Path
 
+from document_builders import docx_file, epub_file, pdf_file, runs_docx, styles_xml
+
 from rag_pipelines.parsers.limits import MB, Limits, is_text_format
 
 ENCODED_TITLE = "Über Straße"
@@ -39,7 +41,7 @@ def make_corpus(folder: Path, scale: float = 1.0, limits: Limits | None = None) 
     limits = limits or corpus_limits(scale)
     rng = random.Random(7)
     files: dict[str, tuple[bytes, str]] = {}
-    for group in (_floods, _binaries, _encodings, _frontmatter, _sizes, _documents):
+    for group in (_floods, _binaries, _encodings, _frontmatter, _sizes, _documents, _hostile_documents):
         files.update(group(scale, limits, rng))
     expected = {}
     for rel, (data, outcome) in files.items():
@@ -92,7 +94,7 @@ def _binaries(scale, limits, rng) -> dict:
         "binary/image.txt": (b"\x89PNG\r\n\x1a\n" + noise[:4096], "failed:binary"),
         "binary/controls.txt": (controls, "failed:binary"),
         "binary/random.docx": (noise[:8192], "failed:corrupt"),
-        "binary/empty.txt": (b"", "failed:no_text"),
+        "binary/empty.txt": (b"", "failed:empty"),
         "binary/empty.md": (b"", "indexed"),
         "binary/truncated.pdf": (_pdf()[: len(_pdf()) // 2], "indexed"),  # pymupdf recovers the first pages
     }
@@ -151,6 +153,29 @@ def _documents(scale, limits, rng) -> dict:
         over = int(limits.max_unzipped_mb * MB) + 64 * 1024
         out["documents/big.docx"] = (_docx(rng.randbytes(32 * 1024).hex().encode(), over), "failed:too_large")
     return out
+
+
+ENTITY_DOCTYPE = '<!DOCTYPE w:document [<!ENTITY x SYSTEM "file:///etc/passwd">]>'
+ENTITY_RUN = '<w:p><w:r><w:t>Before the entity &x; and after it, in the same run.</w:t></w:r></w:p>'
+
+
+def _hostile_documents(scale, limits, rng) -> dict:
+    """Empty files, a PDF page of one huge line, a DOCX of many runs, an external entity, a path traversal."""
+    line = (b"lorem ipsum dolor sit amet " * (_n(MB, scale) // 27 + 1))[: _n(MB, scale)]
+    traversal = epub_file([("one.xhtml", "<h1>One</h1><p>The first legitimate chapter.</p>"),
+                           ("two.xhtml", "<h1>Two</h1><p>The second legitimate chapter.</p>")],
+                          [("One", "one.xhtml"), ("Two", "two.xhtml")],
+                          extra_manifest=("../../evil.xhtml",), extra_members={"../../evil.xhtml": "<p>evil</p>"})
+    return {
+        "documents/empty.docx": (b"", "failed:empty"),
+        "documents/empty.epub": (b"", "failed:empty"),
+        "documents/empty.pdf": (b"", "failed:empty"),
+        "documents/one_line.pdf": (pdf_file([[b"The first page holds ordinary text."], [line]], 300 / len(line)),
+                                   "indexed"),  # a font so small that the whole line is on the page
+        "documents/runs.docx": (runs_docx(_n(10_000, scale), styles_xml(150)), "indexed"),
+        "documents/entity.docx": (docx_file(ENTITY_RUN, doctype=ENTITY_DOCTYPE), "indexed"),
+        "documents/traversal.epub": (traversal, "indexed"),
+    }
 
 
 def _docx(unit: bytes, size: int, members: tuple[str, str, str] = DOCX_MEMBERS) -> bytes:

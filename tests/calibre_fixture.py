@@ -357,6 +357,16 @@ def execute(lib: Library, *statements: tuple) -> None:
     conn.close()
 
 
+def add_to_library(lib: Library, book: Book) -> None:
+    """A book added as calibre adds one: its files in its folder, then its rows."""
+    write_files(lib.root, book)
+    conn = app_functions(sqlite3.connect(lib.db, isolation_level=None))
+    conn.execute("BEGIN")
+    add_book(conn, book, lib.schema == "legacy")
+    conn.execute("COMMIT")
+    conn.close()
+
+
 def delete_book(lib: Library, book_id: int) -> None:
     """Calibre's delete: the rows go (triggers clean the links), the folder moves to .caltrash/b/<id>."""
     folder = lib.folder(book_id)

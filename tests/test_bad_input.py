@@ -71,7 +71,7 @@ def test_every_file_has_its_expected_outcome_quickly(corpus):
 
 def test_failures_say_what_to_do(corpus):
     folder, expected = corpus
-    for rel in ("binary/random.md", "binary/libc_like.md", "sizes/big.txt", "documents/bomb.docx",
+    for rel in ("binary/random.md", "binary/libc_like.md", "sizes/big.txt", "documents/bomb.docx", "documents/empty.pdf",
                 "legacy/cp1251.md", "legacy/utf16_broken.md"):
         (got, error), _ = outcome((folder / rel).read_bytes(), rel)
         assert got == expected[rel]

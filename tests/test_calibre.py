@@ -6,6 +6,7 @@ import os
 import shutil
 import sqlite3
 import time
+from pathlib import Path
 
 import dagster as dg
 import pytest
@@ -213,6 +214,27 @@ def test_documents_metadata_and_text(tmp_path, schema):
                    "book/9": ("metadata only", "unsupported"), "book/10": ("metadata only", "corrupt")}
     assert "forgotten islands in the South Pacific" in docs["book/4"].sections[0].text
     assert len(docs["book/4"].sections) == 1 and docs["book/4"].metadata["isbn"] == "9780140449136"
+
+
+def test_a_gutenberg_epub_is_cited_by_its_staves(lib):
+    """A Christmas Carol (Project Gutenberg #46, public domain; tests/fixtures/books): several staves share a spine
+    file; every chunk must name the stave its text belongs to, as its table of contents does."""
+    from rag_pipelines.chunking.prose import ChunkSpec, chunk_document
+
+    carol = (Path(__file__).parent / "fixtures" / "books" / "christmas_carol_pg46.epub").read_bytes()
+    fx.add_to_library(lib, fx.Book(30, "A Christmas Carol", ["Charles Dickens"], "Charles Dickens/A Christmas Carol (30)",
+                                   "A Christmas Carol - Charles Dickens", files={"EPUB": carol}))
+    [(loaded, doc)] = documents(source(lib.root), ["book/30"]).values()
+    assert doc.metadata["text"] == "EPUB" and loaded.uri.endswith("A Christmas Carol - Charles Dickens.epub")
+    chunks = chunk_document(doc, lambda t: len(t.split()), ChunkSpec(max_tokens=200, overlap_tokens=20))
+    stave = {phrase: next(c.heading_path[0] for c in chunks if phrase in " ".join(c.text.split()))
+             for phrase in ("Marley was dead: to begin with", "When Scrooge awoke, it was so dark",
+                            "Awaking in the middle of a prodigiously tough snore",
+                            "The Phantom slowly, gravely, silently", "Scrooge was better than his word")}
+    assert stave == {"Marley was dead: to begin with": "STAVE ONE.", "When Scrooge awoke, it was so dark": "STAVE TWO.",
+                     "Awaking in the middle of a prodigiously tough snore": "STAVE THREE.",
+                     "The Phantom slowly, gravely, silently": "STAVE FOUR.",
+                     "Scrooge was better than his word": "STAVE FIVE."}
 
 
 def test_only_base_tables_are_read_read_only(lib, monkeypatch):

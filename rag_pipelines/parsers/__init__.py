@@ -1,8 +1,9 @@
 """Parsers: bytes of an item → Document. Plain functions, no Dagster; chosen by file suffix.
 
-`parse` guards every parser: size limits first, then binary detection for text formats and a zip-bomb
-check for DOCX/EPUB, all before any parser sees the bytes; afterwards what the document adds to tags,
-metadata and links is bounded (see limits.py).
+`parse` guards every parser: size limits first, an empty file (0 bytes) of a format that cannot be empty,
+then binary detection for text formats and a zip-bomb check for DOCX/EPUB, all before any parser sees the
+bytes; PDF, DOCX and EPUB parsers get the limits to bound their own work; afterwards what the document adds
+to tags, metadata and links is bounded (see limits.py).
 """
 
 from __future__ import annotations
@@ -12,10 +13,13 @@ from typing import Callable
 
 from rag_search.records import Document, Section
 
-from rag_pipelines.parsers.documents import check_zip, parse_docx, parse_epub, parse_html, parse_pdf
+from rag_pipelines.parsers.documents import check_zip, parse_html
+from rag_pipelines.parsers.docx import parse_docx
+from rag_pipelines.parsers.epub import parse_epub
 from rag_pipelines.parsers.errors import ParseError
 from rag_pipelines.parsers.limits import Limits, bound_document, check_size, is_text_format
 from rag_pipelines.parsers.markdown import parse_markdown
+from rag_pipelines.parsers.pdf import parse_pdf
 from rag_pipelines.parsers.text import binary_reason, decode
 
 Parser = Callable[[bytes, str, "int | None"], Document]
@@ -92,24 +96,33 @@ PARSERS: dict[str, tuple[str, Parser]] = {
 }
 
 
+BOUNDED = frozenset({"pdf", "docx", "epub"})  # parsers that take the limits and bound their own work
+MAY_BE_EMPTY = frozenset({"markdown", "canvas"})  # an empty note or canvas is still a note (its name is its title)
+
+
 def source_type(suffix: str) -> str:
     return PARSERS.get(suffix.lower(), ("unsupported", None))[0]
 
 
 def parse(data: bytes, filename: str, mtime_ns: int | None = None, limits: Limits | None = None) -> Document:
-    """The Document of one file's bytes, or ParseError (too_large, binary, zip_bomb, corrupt, ...)."""
+    """The Document of one file's bytes, or ParseError (too_large, empty, binary, zip_bomb, corrupt, ...)."""
     limits = limits or Limits()
     suffix = filename.rsplit(".", 1)[-1].lower() if "." in filename else ""
     if suffix not in PARSERS:
         raise ParseError("unsupported", f"no parser for '.{suffix}' files; remove it from the include globs")
     stype, parser = PARSERS[suffix]
     check_size(len(data), filename, limits)
+    if not data and stype not in MAY_BE_EMPTY:
+        raise ParseError("empty", f"{filename} is empty (0 bytes), so there is nothing to index; if it should have "
+                                  "content, restore it from a backup or save it again from its application, "
+                                  "otherwise delete it or exclude it")
     if is_text_format(filename) and (reason := binary_reason(data)):
         raise ParseError("binary", f"{filename} looks like binary data ({reason}), not {stype}; exclude it from "
                                    "the collection or give it the suffix of its real format")
     if stype in ("docx", "epub"):
         check_zip(data, filename, limits)
-    return bound_document(parser(data, filename, mtime_ns), limits)
+    doc = parser(data, filename, mtime_ns, limits) if stype in BOUNDED else parser(data, filename, mtime_ns)
+    return bound_document(doc, limits)
 
 
 __all__ = ["PARSERS", "Limits", "ParseError", "parse", "parse_canvas", "parse_plain", "parse_text", "source_type"]

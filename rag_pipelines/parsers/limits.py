@@ -1,7 +1,8 @@
 """Per-item limits: what one file may cost to parse, and what one document may add to tags and metadata.
 
 A file over a size limit is a ParseError("too_large") whose message names the setting to raise;
-a document over a count limit is trimmed (first ones kept) and says so in metadata["parse_warning"].
+a document over a count limit is trimmed (first ones kept) and says so in metadata["parse_warning"], as
+a PDF, DOCX or EPUB does when its text runs past limits.max_text_mb (its parser stops reading there).
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ class Limits:
     """Per-item limits, set in config.yaml under `limits:`; the defaults suit a laptop."""
 
     max_file_mb: float = 200  # any file, checked before it is read
-    max_text_mb: float = 10  # raw size of text formats (md, txt, csv, json, yaml, rst, html, canvas)
+    max_text_mb: float = 10  # raw size of text formats (md, txt, csv, json, yaml, rst, html, canvas); the text read
+    # from a PDF, DOCX or EPUB (reading stops there), and a PDF's drawing instructions (see pdf.py)
     max_unzipped_mb: float = 300  # total uncompressed size of the members of a DOCX / EPUB
     max_chunks: int = 5000  # chunks of one item (enforced by the pipeline after chunking)
     max_metadata_keys: int = 64  # metadata keys kept per item, first ones first

@@ -36,7 +36,8 @@ from rag_search.keys import path_key
 from rag_pipelines.sources.options import SourceOptions, expand_paths
 
 APP, BATCH, MAX_CUSTOM = "Calibre", 200, 30
-VERSION = "calibre-1"  # part of every content hash: bump when the Document built from the same rows changes
+VERSION = "calibre-2"  # part of every content hash: bump when the Document built from the same rows changes
+# (calibre-2: EPUB chapters labelled by the table-of-contents entry that covers them)
 READABLE = ("EPUB", "PDF")  # formats whose files are parsed, in order of preference
 FTS_DB = "full-text-search.db"
 ABOUT = "About this book"
