@@ -96,12 +96,23 @@ PARSERS: dict[str, tuple[str, Parser]] = {
 }
 
 
+# A parser whose Document for the same bytes changed gets a higher version: it is part of the content identity
+# of its files (content_id), so files indexed by the older parser are parsed again once (vectors come from the
+# cache). 2: streaming DOCX (text after an entity kept), EPUB chapters split at the table of contents' anchors,
+# PDF reading bounded by the limits.
+PARSER_VERSIONS = {"pdf": 2, "docx": 2, "epub": 2}
 BOUNDED = frozenset({"pdf", "docx", "epub"})  # parsers that take the limits and bound their own work
 MAY_BE_EMPTY = frozenset({"markdown", "canvas"})  # an empty note or canvas is still a note (its name is its title)
 
 
 def source_type(suffix: str) -> str:
     return PARSERS.get(suffix.lower(), ("unsupported", None))[0]
+
+
+def content_id(sha256: str, suffix: str) -> str:
+    """A file's content identity: its bytes' sha256, plus its parser's version when that is past the first."""
+    version = PARSER_VERSIONS.get(source_type(suffix), 1)
+    return sha256 if version == 1 else f"{sha256}~p{version}"
 
 
 def parse(data: bytes, filename: str, mtime_ns: int | None = None, limits: Limits | None = None) -> Document:
@@ -125,4 +136,4 @@ def parse(data: bytes, filename: str, mtime_ns: int | None = None, limits: Limit
     return bound_document(doc, limits)
 
 
-__all__ = ["PARSERS", "Limits", "ParseError", "parse", "parse_canvas", "parse_plain", "parse_text", "source_type"]
+__all__ = ["PARSERS", "PARSER_VERSIONS", "Limits", "ParseError", "content_id", "parse", "parse_canvas", "parse_plain", "parse_text", "source_type"]

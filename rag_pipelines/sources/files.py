@@ -151,7 +151,7 @@ class FileSource(BaseSource):
         if entry is None or sha256 is None:
             return False
         try:
-            return sha256_file(entry.path) == sha256
+            return parsers.content_id(sha256_file(entry.path), entry.suffix) == sha256
         except OSError:
             return False
 
@@ -240,7 +240,7 @@ class FileSource(BaseSource):
             doc = parsers.parse(data, rel, mtime, limits)
             return _with_metadata(doc, meta)
 
-        return Loaded(**base, stamp=f"{st.st_size}:{st.st_mtime_ns}", content_hash=hashlib.sha256(data).hexdigest(),
+        return Loaded(**base, stamp=f"{st.st_size}:{st.st_mtime_ns}", content_hash=parsers.content_id(hashlib.sha256(data).hexdigest(), entry.suffix),
                       parse=parse, size=st.st_size, mtime_ns=st.st_mtime_ns)
 
 
