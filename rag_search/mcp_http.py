@@ -10,10 +10,11 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import json
+import re
 import socket
 from dataclasses import dataclass
 
-from rag_search.errors import RagError
+from rag_search.errors import RagError, quote
 
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 WILDCARDS = ("0.0.0.0", "::", "[::]", "")
@@ -34,7 +35,8 @@ class Allowed:
         return cls(frozenset(hosts), frozenset(origins | {_origin(o) for o in extra_origins}))
 
     def host_ok(self, host_header: str) -> bool:
-        return host_name(host_header) in self.hosts
+        name = host_name(host_header)
+        return name is not None and name in self.hosts
 
     def origin_ok(self, origin: str | None) -> bool:
         return not origin or _origin(origin) in self.origins
@@ -54,12 +56,17 @@ def machine_names(bind: str) -> set[str]:
     return {n for n in names if n}
 
 
-def host_name(host_header: str) -> str:
-    """'Name:8765' → 'name', '[::1]:8765' → '[::1]'."""
-    h = host_header.strip().lower()
-    if h.startswith("["):
-        return h[: h.find("]") + 1] if "]" in h else h
-    return h.rsplit(":", 1)[0] if h.count(":") == 1 else _bracket(h)
+# A Host header is a host (a name, an IPv4 address or a bracketed IPv6 address) and an optional port, nothing
+# else: 'localhost:8765@evil.com' or 'localhost:8765/x' is not a host this server answers to.
+_HOST = re.compile(r"(\[[0-9a-f:.]+\]|[a-z0-9_](?:[a-z0-9_.-]*[a-z0-9_])?)(?::([0-9]{1,5}))?")
+
+
+def host_name(host_header: str) -> str | None:
+    """'Name:8765' → 'name', '[::1]:8765' → '[::1]'; None when the header is not `host[:port]`."""
+    m = _HOST.fullmatch(host_header.strip().lower())
+    if m is None or (m.group(2) is not None and int(m.group(2)) > 65535):
+        return None
+    return m.group(1)
 
 
 def _bracket(name: str) -> str:
@@ -86,17 +93,23 @@ class HostOriginGuard:
             headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope.get("headers") or []}
             host, origin = headers.get("host", ""), headers.get("origin")
             if not self.allowed.host_ok(host):
-                name = host_name(host) or "(none)"
-                return await _json(send, 421, f"Host '{host}' is not a name this server answers to (protection "
-                                   f"against DNS rebinding). If clients reach it as {name}, restart it with "
-                                   f"`local-rag serve --allow-host {name} ...` or add {name} to mcp.allowed_hosts "
-                                   "in the config file.")
+                return await _json(send, 421, _host_refusal(host))
             if not self.allowed.origin_ok(origin):
                 return await _json(send, 403, f"Origin '{origin}' is not trusted: browsers may only call this server "
                                    f"from its own pages. To trust it, restart with `local-rag serve --allow-origin "
                                    f"{origin} ...` or add it to mcp.allowed_origins in the config file.")
             scope = {**scope, "headers": _normalised(scope["headers"])}  # as the SDK's own check expects them
         await self.app(scope, receive, send)
+
+
+def _host_refusal(host: str) -> str:
+    name = host_name(host)
+    if name is None:
+        return (f"Host {quote(host)} is not a valid Host header: it must be a host name or address with an "
+                "optional :port, nothing else. Send the name this server was reached by, e.g. localhost:8765.")
+    return (f"Host {quote(host)} is not a name this server answers to (protection against DNS rebinding). If "
+            f"clients reach it as {name}, restart it with `local-rag serve --allow-host {name} ...` or add {name} "
+            "to mcp.allowed_hosts in the config file.")
 
 
 def _normalised(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:

@@ -14,6 +14,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from rag_search.bounds import MAX_FILTER_VALUES
+from rag_search.mcp_args import ANY_METADATA_VALUE
 from rag_search.store import Store
 
 MAX_KEYS = 15  # keys listed (the ones present on most items)
@@ -42,9 +44,12 @@ class KeySummary:
             and self.items > self.distinct
 
 
-def common_keys(store: Store, collection_id: int | None = None, limit: int = MAX_KEYS) -> list[KeySummary]:
-    """The metadata keys on most items (of one collection, or all), with their most frequent values."""
+def common_keys(store: Store, collection_id: int | None = None, limit: int = MAX_KEYS,
+                skip: tuple[int, ...] = ()) -> list[KeySummary]:
+    """The metadata keys on most items (of one collection, or all but `skip`), with their most frequent values."""
     scope, params = ("AND c.collection_id = ?", (collection_id,)) if collection_id is not None else ("", ())
+    if skip:
+        scope, params = f"{scope} AND c.collection_id NOT IN ({','.join('?' * len(skip))})", (*params, *skip)
     with store.lock:
         rows = store.conn.execute(
             "SELECT substr(f.name, 6), count(DISTINCT c.item_id), count(DISTINCT f.value), max(length(f.value)) "
@@ -67,12 +72,13 @@ def _values(store: Store, key: str, scope: str, params: tuple) -> list[tuple[str
         (f"meta.{key}", MAX_VALUE_CHARS, *params, LISTED_VALUES)).fetchall()
 
 
-def metadata_schema(store: Store) -> dict[str, Any]:
-    """JSON schema of rag_search's metadata filter: enums for category keys, other common keys named."""
+def metadata_schema(store: Store, skip: tuple[int, ...] = ()) -> dict[str, Any]:
+    """JSON schema of rag_search's metadata filter: enums for category keys, other common keys named (the
+    collections `skip` left out); bounded as mcp_args bounds every filter."""
     props: dict[str, Any] = {}
     named: list[str] = []
     used = 0
-    for k in common_keys(store):
+    for k in common_keys(store, skip=skip):
         enum = _enum(sorted(k.values)) if k.is_enum else None
         if enum and used + _size(enum) <= SCHEMA_BUDGET:
             props[k.key], used = enum, used + _size(enum)
@@ -85,7 +91,8 @@ def metadata_schema(store: Store) -> dict[str, Any]:
     if named:
         text += f" {'Other common' if props else 'Common'} keys: {'; '.join(named)}."
     text += " ingestion://metadata lists keys and values per collection."
-    return {"type": "object", "properties": props, "additionalProperties": _ANY_STRING, "description": text}
+    return {"type": "object", "properties": props, "additionalProperties": ANY_METADATA_VALUE,
+            "maxProperties": MAX_FILTER_VALUES, "description": text}
 
 
 def _size(prop: dict[str, Any]) -> int:
@@ -96,15 +103,12 @@ def _enum(values: list[str]) -> dict[str, Any]:
     return {"anyOf": [{"enum": values}, {"type": "array", "items": {"enum": values}}]}
 
 
-_ANY_STRING: dict[str, Any] = {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]}
-
-
-def metadata_by_collection(store: Store) -> dict[str, dict[str, list[str]]]:
-    """Per collection, its common metadata keys and their most frequent values (the ingestion://metadata resource)."""
+def metadata_by_collection(store: Store, skip: tuple[str, ...] = ()) -> dict[str, dict[str, list[str]]]:
+    """Per collection (but `skip`), its common metadata keys and their most frequent values (ingestion://metadata)."""
     with store.lock:
         collections = store.conn.execute("SELECT id, name FROM collections ORDER BY name").fetchall()
     out = {}
-    for coll_id, name in collections:
+    for coll_id, name in [(i, n) for i, n in collections if n not in skip]:
         keys = common_keys(store, coll_id)
         if keys:
             out[name] = {k.key: list(k.values) for k in keys}

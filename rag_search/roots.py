@@ -3,6 +3,8 @@
 A new root must resolve (symlinks included) to a folder under the user's home or under a configured
 `mcp.allowed_roots` entry, and never be the home folder itself, a system folder, a hidden folder
 (~/.ssh, ~/.aws, ~/.config, ...) or the local-rag home. The user can always index anything from a terminal.
+`refusal` is the same policy for a folder an assistant added earlier, checked again wherever it leads now
+(mcp_guard.py).
 """
 
 from __future__ import annotations
@@ -26,26 +28,49 @@ def check_new_root(path: str | Path, allowed_roots: list[str] | tuple[str, ...] 
     if not given.is_absolute():
         raise RootRefused(f"'{path}' is not an absolute path. Give the full path of a folder, e.g. ~/Notes/Project.")
     folder = given.resolve()
-    home = Path.home().resolve()
-    allowed = [Path(r).expanduser().resolve() for r in allowed_roots]
-    base = _base(folder, home, allowed)
+    why = refusal(folder, allowed_roots, rag_home=rag_home)
     hint = _hint(config)
-    if base is None:
-        raise RootRefused(f"{folder} is outside your home folder, so it cannot be added from an AI assistant. {hint}")
-    if folder == home:
-        raise RootRefused(f"{folder} is your whole home folder; pick one of its subfolders (e.g. ~/Notes), or run "
+    if why == OUTSIDE:
+        raise RootRefused(f"{folder} {why}, so it cannot be added from an AI assistant. {hint}")
+    if why == WHOLE_HOME:
+        raise RootRefused(f"{folder} {why}; pick one of its subfolders (e.g. ~/Notes), or run "
                           "`local-rag index project NAME PATH` yourself in a terminal.")
-    if rag_home is not None and _within(folder, rag_home.expanduser().resolve()):
-        raise RootRefused(f"{folder} is local-rag's own data folder (its index and settings); pick a folder of "
-                          "notes or documents instead.")
-    if _system(folder, base):
-        raise RootRefused(f"{folder} is a system folder and is never indexed from an AI assistant. {hint}")
-    if _hidden(folder, base):
-        raise RootRefused(f"{folder} is a hidden folder (its name starts with '.', like ~/.ssh or ~/.config): these "
-                          f"hold keys and settings, not notes. {hint}")
+    if why == RAG_HOME:
+        raise RootRefused(f"{folder} {why}; pick a folder of notes or documents instead.")
+    if why == SYSTEM:
+        raise RootRefused(f"{folder} {why} and is never indexed from an AI assistant. {hint}")
+    if why == HIDDEN:
+        raise RootRefused(f"{folder} {why}: these hold keys and settings, not notes. {hint}")
     if not folder.is_dir():
         raise RootRefused(f"{folder} is not a folder. Give the absolute path of an existing folder to index.")
     return folder
+
+
+OUTSIDE = "is outside your home folder"
+WHOLE_HOME = "is your whole home folder"
+RAG_HOME = "is local-rag's own data folder (its index and settings)"
+SYSTEM = "is a system folder"
+HIDDEN = "is a hidden folder (its name starts with '.', like ~/.ssh or ~/.config)"
+
+
+def refusal(folder: Path, allowed_roots: list[str] | tuple[str, ...] = (), *, rag_home: Path | None = None) -> str | None:
+    """Why an AI assistant may not index the folder (already resolved), as "is ..."; None when it may.
+
+    Where the folder is, not whether it exists: rag_index checks that on its own, and a collection's folder
+    that is gone for now holds nothing from anywhere else."""
+    home = Path.home().resolve()
+    base = _base(folder, home, [Path(r).expanduser().resolve() for r in allowed_roots])
+    if base is None:
+        return OUTSIDE
+    if folder == home:
+        return WHOLE_HOME
+    if rag_home is not None and _within(folder, rag_home.expanduser().resolve()):
+        return RAG_HOME
+    if _system(folder, base):
+        return SYSTEM
+    if _hidden(folder, base):
+        return HIDDEN
+    return None
 
 
 def _hint(config: Path | None) -> str:

@@ -78,6 +78,28 @@ def test_errors_and_usage_read_as_in_process(served):
     assert bad.returncode == 2 and "Invalid value for '--mode'" in bad.stderr
 
 
+def test_the_mcp_servers_bounds_apply_to_local_rag_search(served):
+    """The same bounds as rag_search's (rag_search/bounds.py), in-process and answered by the server."""
+    _, env, _ = served
+    for args, why in [(["word " * 500], "The query is 2,500 characters long; at most 2,000"),
+                      (["x", "--after", "99999999999999999999d"], "reaches back more than 365,000 days"),
+                      (["x", *["--tag", "t"] * 51], "51 tags given; one search combines at most 50"),
+                      (["x", "--meta", "k=" + "v" * 300], "300 characters long; filter values have at most 200"),
+                      (["x", "--days", str(10**12)], "Invalid value for '--days'")]:
+        via, local = cli_search(env, *args), cli_search({**env, "LOCAL_RAG_NO_SERVER": "1"}, *args)
+        assert via.exit_code == local.exit_code != 0 and why in local.output, (args[1:], local.output)
+        assert via.output == local.output and len(local.output) < 600
+
+
+def cli_search(env, *args):
+    """`local-rag search ARGS` through click's CliRunner (this process; a running server may answer it)."""
+    from click.testing import CliRunner
+
+    from rag_search.cli.main import cli
+
+    return CliRunner().invoke(cli, ["search", *args], env=env, catch_exceptions=False)
+
+
 def test_another_database_or_an_edited_config_is_searched_in_process(served, tmp_path, fake_embedder):
     home, env, _ = served
     other = tmp_path / "other.db"

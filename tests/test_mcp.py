@@ -18,7 +18,7 @@ from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from pipeline_env import make_home
 
-from rag_search.mcp_server import budget_hits
+from rag_search.mcp_reads import budget_hits
 
 SNAPSHOT = Path(__file__).parent / "fixtures" / "mcp_tools.json"
 EXE = str(Path(sys.executable).with_name("local-rag"))
@@ -147,7 +147,7 @@ def test_tools_contract_and_every_tool_over_stdio(home):
             assert stats_tool["sources"] == knowledge
             recent = payload(await s.call_tool("rag_search", {"query": "kube-proxy", "days": 36500}))
             assert recent["hits"]
-            assert "1 or more" in error(await s.call_tool("rag_search", {"query": "kube-proxy", "days": 0}))
+            assert "days must be at least 1" in error(await s.call_tool("rag_search", {"query": "kube-proxy", "days": 0}))
             per_source = json.loads((await s.read_resource("ingestion://stats")).contents[0].text)["sources"]
             notes = next(x for x in per_source if x["collection"] == "notes")
             assert (notes["type"], notes["failed"], notes["error"]) == ("obsidian", 1, None)
@@ -200,6 +200,36 @@ def test_errors_tell_the_model_what_to_do(home, tmp_path):
             assert "local-rag reembed" in error(await s.call_tool("rag_search", {"query": "runbook"}))
 
     asyncio.run(mismatch())
+
+
+def test_links_to_outside_never_reach_the_client(home, tmp_path):
+    """Real runs: a link inside a folder rag_index added is not followed out of it, and once the folder itself is
+    swapped for a link to somewhere outside the allowed roots, rag_index refuses to index it again."""
+    env, _, tmp = home
+    folder, outside = tmp / "swapme", tmp_path / "outside"
+    folder.mkdir()
+    outside.mkdir()
+    (folder / "passport.md").write_text("# Passport\nRenew the passport in May.\n")
+    (outside / "secret.md").write_text("# Secret\nThe safe combination is 31-41-59.\n")
+    (folder / "link.md").symlink_to(outside / "secret.md")
+    (folder / "linked").symlink_to(outside)
+
+    async def go():
+        async with session(env) as s:
+            indexed = payload(await s.call_tool("rag_index", {"collection": "swapme", "path": str(folder)}))
+            assert (indexed["indexed"], indexed["failed"]) == (1, 0)
+            found = payload(await s.call_tool("rag_search", {"query": "safe combination", "collection": "swapme"}))
+            assert [h["key"] for h in found["hits"]] == ["passport.md"]
+            import shutil
+
+            shutil.rmtree(folder)
+            folder.symlink_to(outside)
+            msg = error(await s.call_tool("rag_index", {"collection": "swapme"}))
+            assert f"which now leads to {outside}" in msg and "Nothing was indexed" in msg
+            found = payload(await s.call_tool("rag_search", {"query": "safe combination"}))
+            assert "31-41-59" not in json.dumps(found) and "Left out: Collection 'swapme'" in found["note"]
+
+    asyncio.run(go())
 
 
 def free_port() -> int:

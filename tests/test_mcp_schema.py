@@ -57,7 +57,30 @@ def test_every_parameter_has_a_one_line_description_and_no_generator_noise(serve
             assert "title" not in prop and {"type": "null"} not in prop.get("anyOf", []), where
         assert "title" not in tool.input_schema
     search = next(t for t in listed_tools().tools if t.name == "rag_search").input_schema["properties"]
-    assert search["top_k"] == {"type": "integer", "description": "How many results to return."}
+    assert search["top_k"] == {"type": "integer", "minimum": 1, "maximum": 200, "description": "How many results to return."}
+
+
+def test_every_parameter_shows_its_bounds(served):
+    """What a client may send is in the schema: a length for every string, a count for every list and object,
+    a range for every integer (the server refuses anything past them, see test_mcp_security.py)."""
+    def unbounded(schema: dict) -> list[str]:
+        if "anyOf" in schema:
+            return [p for branch in schema["anyOf"] for p in unbounded(branch)]
+        kind = schema.get("type")
+        need = {"string": ["maxLength"], "array": ["maxItems"], "integer": ["minimum", "maximum"],
+                "object": ["maxProperties"]}.get(kind, [])
+        missing = [f"{kind} without {n}" for n in need if n not in schema and "enum" not in schema]
+        for sub in ("items", "additionalProperties"):
+            if isinstance(schema.get(sub), dict):
+                missing += unbounded(schema[sub])
+        return missing
+
+    problems = {f"{t.name}.{name}": unbounded(prop) for t in listed_tools().tools
+                for name, prop in t.input_schema["properties"].items()}
+    assert {k: v for k, v in problems.items() if v} == {}
+    search = next(t for t in listed_tools().tools if t.name == "rag_search").input_schema["properties"]
+    assert search["query"]["maxLength"] == 2_000 and search["days"]["maximum"] == 365_000
+    assert search["path_prefix"]["pattern"] == r"^[^\x00]*$"
 
 
 def test_metadata_enums_only_for_short_categories_and_common_values_are_not_called_complete(served, fake_embedder):

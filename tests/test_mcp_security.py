@@ -175,7 +175,8 @@ def test_tools_list_and_metadata_resource_stay_small_with_100k_metadata_keys(rag
     props = schema["properties"]
     assert set(props) == {"area", "status"} and set(props["area"]["anyOf"][0]["enum"]) == {"Work", "Home"}
     assert "summary" in schema["description"] and len(schema["description"]) < 600  # long values: named, no enum
-    assert schema["additionalProperties"]["anyOf"][0] == {"type": "string"}
+    assert schema["additionalProperties"]["anyOf"][0] == {"type": "string", "maxLength": 200}
+    assert schema["maxProperties"] == 50
     assert len(resource) < 16_000 and json.loads(resource)["notes"]["area"] == ["Home", "Work"]
 
 
@@ -241,3 +242,175 @@ def test_http_host_names_lan_clients_and_the_refusal_says_how_to_allow(rag):
         own = f"http://{socket.gethostname()}:{port}"
         assert post(Host=f"notes.lan:{port}", Origin=own, Authorization=auth).status_code == 200
         assert post(Host=f"notes.lan:{port}", Origin="http://evil.example", Authorization=auth).status_code == 403
+
+
+# -- a folder rag_index added that now leads elsewhere -------------------------------------------
+
+def swap_for_link(folder: Path, target: Path) -> None:
+    """The folder replaced by a symlink to `target` (what a user, a sync tool or another program may do)."""
+    import shutil
+
+    shutil.rmtree(folder)
+    folder.symlink_to(target)
+
+
+def test_a_folder_that_now_leads_outside_is_not_indexed_again(rag, user, tmp_path):
+    paths, _, ran = rag
+    (user / "swapme").mkdir()
+    secret = tmp_path / "outside"
+    secret.mkdir()
+    assert not call("rag_index", {"collection": "swapme", "path": "~/swapme"})[0]
+    assert "follow_symlinks_outside" not in registry(paths)["swapme"]["sources"][0]  # links inside stay inside
+    swap_for_link(user / "swapme", secret)
+    for args in ({"collection": "swapme"}, {"collection": "swapme", "path": "~/swapme"}):
+        is_error, msg = call("rag_index", args)
+        assert is_error and "\n" not in msg, msg
+        assert f"for {user / 'swapme'}, which now leads to {secret}" in msg and "outside your home folder" in msg
+        assert "mcp.allowed_roots" in msg and str(paths.config) in msg and "Nothing was indexed" in msg
+    (user / "swapme").unlink()
+    (user / "swapme").symlink_to(user / ".ssh")
+    assert "hidden folder" in call("rag_index", {"collection": "swapme"})[1]
+    assert ran == [["swapme"]]  # only the first run, before the swap
+
+
+def test_collections_the_user_made_are_trusted_as_before(rag, user, tmp_path):
+    from rag_pipelines.config import register_collection, validate_collection
+
+    paths, _, ran = rag
+    (tmp_path / "outside").mkdir()
+    (user / "mine").symlink_to(tmp_path / "outside")
+    register_collection(paths, validate_collection(  # what `local-rag index project mine ~/mine` writes
+        {"name": "mine", "kind": "project", "sources": [{"type": "project", "paths": [str(user / "mine")]}]}))
+    assert not call("rag_index", {"collection": "mine"})[0]
+    (user / "theirs").mkdir()
+    assert not call("rag_index", {"collection": "theirs", "path": "~/theirs"})[0]
+    swap_for_link(user / "theirs", tmp_path / "outside")
+    paths.config.write_text(yaml.safe_dump({"mcp": {"allowed_roots": [str(tmp_path / "outside")]}}))
+    assert not call("rag_index", {"collection": "theirs"})[0]  # the user allowed where it leads now
+    assert ran == [["mine"], ["theirs"], ["theirs"]]
+
+
+def test_items_of_a_collection_whose_folder_now_leads_outside_are_not_served(rag, user, tmp_path, fake_embedder):
+    paths, store, _ = rag
+    (user / "swapme").mkdir()
+    assert not call("rag_index", {"collection": "swapme", "path": "~/swapme"})[0]
+    # what a run started elsewhere (the CLI, a sensor) indexed while the folder led outside
+    for key in ("secret.md", "secret-2.md"):
+        add_doc(store, fake_embedder, "swapme", key, "the launch code is swordfish", tags=("plans",),
+                metadata={"clearance": "cosmic"})
+    for key in ("plan.md", "plan-2.md"):  # clearance: a category the rag_search schema lists as an enum
+        add_doc(store, fake_embedder, "notes", key, "the launch plan for swordfish", tags=("plans",),
+                metadata={"clearance": "low"})
+    (tmp_path / "outside").mkdir()
+    swap_for_link(user / "swapme", tmp_path / "outside")
+
+    def served() -> str:
+        async def go():
+            async with Client(build_server()) as client:
+                out = [await client.call_tool(t, a) for t, a in [
+                    ("rag_search", {"query": "swordfish launch"}),
+                    ("rag_search_by_tag", {"tag": "plans"}),
+                    ("rag_search_by_tag", {"tag": "plans", "query": "launch"}),
+                    ("rag_list_recent", {}),
+                    ("rag_related", {"path_or_id": "plan.md"}),
+                    ("rag_status", {})]]
+                listed = await client.list_tools()
+                resources = [(await client.read_resource(u)).contents[0].text
+                             for u in ("ingestion://metadata", "ingestion://failures", "rag://stats")]
+            assert not any(r.is_error for r in out), [r.content[0].text for r in out if r.is_error]
+            return " ".join([r.content[0].text for r in out] + [listed.model_dump_json()] + resources)
+
+        return asyncio.run(go())
+
+    shown = served()
+    assert "plan.md" in shown and "secret.md" not in shown and "swordfish" in shown
+    assert "launch code" not in shown and "cosmic" not in shown and "Left out: Collection 'swapme'" in shown
+    for tool, args in [("rag_get_document", {"path_or_id": "secret.md"}),
+                       ("rag_search", {"query": "launch", "collection": "swapme"}),
+                       ("rag_collection_info", {"collection": "swapme"}),
+                       ("rag_list_recent", {"collection": "swapme"}),
+                       ("rag_related", {"path_or_id": "secret.md"})]:
+        is_error, msg = call(tool, args)
+        assert is_error and "now leads to" in msg and "not shown to AI assistants" in msg, (tool, msg)
+    (user / "swapme").unlink()
+    (user / "swapme").mkdir()  # the folder is back: its items are served again
+    assert "launch code" in served()
+
+
+# -- arguments past their bounds ------------------------------------------------------------------
+
+def test_arguments_past_their_bounds_are_refused_in_one_sentence(rag, user, fake_embedder):
+    _, store, ran = rag
+    add_doc(store, fake_embedder, "notes", "n.md", "a note")
+    huge = "word " * 200_000  # 1 MB
+    refused = [
+        ("rag_search", {"query": huge}, "query is 1,000,000 characters long; at most 2,000"),
+        ("rag_search_by_tag", {"tag": "x", "query": huge}, "at most 2,000"),
+        ("rag_search", {"query": "note", "days": 10**12}, "days must be at most 365,000 (got 1000000000000)"),
+        ("rag_search", {"query": "note", "date_from": "99999999999999999999d"}, "reaches back more than 365,000 days"),
+        ("rag_search", {"query": "note", "date_to": "9" * 5000 + "d"}, "at most 64"),
+        ("rag_search", {"query": "note", "metadata": {f"k{i}": "v" for i in range(10_000)}}, "metadata has 10,000 entries; at most 50"),
+        ("rag_search", {"query": "note", "metadata": {"k": ["v"] * 10_000}}, "a value in metadata has 10,000 entries"),
+        ("rag_search", {"query": "note", "tags": ["t"] * 10_000}, "tags has 10,000 entries; at most 50"),
+        ("rag_search", {"query": "note", "tags": ["t" * 10_000]}, "a value in tags is 10,000 characters long; at most 200"),
+        ("rag_search", {"query": "note", "source_type": ["pdf"] * 10_000}, "source_type has 10,000 entries"),
+        ("rag_search", {"query": "note", "top_k": 0}, "top_k must be at least 1 (got 0)"),
+        ("rag_search", {"query": "note", "top_k": 201}, "top_k must be at most 200"),
+        ("rag_search", {"query": "note", "top_k": "ten"}, "top_k: input should be a valid integer"),
+        ("rag_search", {"query": "note", "mode": "fuzzy"}, "mode: input should be 'hybrid', 'keyword' or 'semantic'"),
+        ("rag_search", {"query": "note", "path_prefix": "/a\x00b"}, "path_prefix contains a NUL character"),
+        ("rag_get_document", {"path_or_id": "n.md\x00/etc/passwd"}, "path_or_id contains a NUL character"),
+        ("rag_get_document", {"path_or_id": "x" * 5000}, "at most 4,096"),
+        ("rag_index", {"collection": "x", "path": str(user / "Notes") + "\x00"}, "path contains a NUL character"),
+        ("rag_index", {"collection": "x" * 10_000, "path": str(user / "Notes")}, "collection is 10,000 characters"),
+        ("rag_related", {"path_or_id": "n.md", "top_k": -1}, "top_k must be at least 1"),
+        ("rag_search_by_tag", {"tag": "x", "top_k": 0}, "top_k must be at least 1"),
+        ("rag_list_recent", {"limit": -1}, "limit must be at least 1 (got -1)"),
+        ("rag_list_recent", {"days": 10**20}, "days must be at most 365,000"),
+        ("rag_collection_info", {"collection": ["notes"]}, "collection: input should be a valid string"),
+    ]
+
+    async def go():
+        async with Client(build_server()) as client:
+            return [await client.call_tool(tool, args) for tool, args, _ in refused]
+
+    for (tool, args, why), result in zip(refused, asyncio.run(go())):
+        msg = result.content[0].text
+        assert result.is_error and why in msg, (tool, msg)
+        assert len(msg) < 400 and "\n" not in msg and "validation error" not in msg and "pydantic" not in msg, msg
+    assert ran == []
+
+
+def test_a_search_at_every_bound_answers(rag, fake_embedder):
+    """The bounds are safe: the largest query, the most tags, people, metadata keys and values, the longest span."""
+    _, store, _ = rag
+    for i in range(3):
+        add_doc(store, fake_embedder, f"c{i}", f"n{i}.md", f"note {i}", tags=("t0",), metadata={"k0": "v0"})
+    fifty = [f"v{i}" for i in range(50)]
+    args = {"query": ("aa bb cc dd " * 500)[:2_000], "top_k": 200, "days": 365_000, "collections": ["c0", "c1", "c2"],
+            "tags": [f"t{i}" for i in range(50)], "participants": [f"Person {i}" for i in range(50)],
+            "metadata": {f"k{i}": fifty for i in range(50)}, "source_type": ["markdown"] * 50,
+            "author": "a" * 200, "date_to": "today"}
+
+    async def go():
+        async with Client(build_server()) as client:
+            return [await client.call_tool("rag_search", args),
+                    await client.call_tool("rag_list_recent", {"days": 365_000, "limit": 200}),
+                    await client.call_tool("rag_search", {"query": "note", "date_from": "1000y"})]
+
+    results = asyncio.run(go())
+    for result in results:
+        assert not result.is_error, result.content[0].text
+    assert len(json.loads(results[0].content[0].text)["query"]) < 250  # the query is not echoed whole
+
+
+def test_http_host_header_is_a_host_and_a_port_and_nothing_else(rag):
+    with http_server(host="127.0.0.1") as (port, post):
+        for host in [f"localhost:{port}@evil.com", f"localhost@evil.com:{port}", f"localhost:{port}/x",
+                     f"localhost:{port}:1", f"localhost:{port} evil.com", "localhost:99999", f"[::1]x:{port}",
+                     f"127.0.0.1:{port}#.evil.com", "localhost:", ":8765"]:
+            refused = post(Host=host)
+            assert refused.status_code == 421, host
+            assert "not a valid Host header" in refused.json()["error"], host
+        for host in [f"localhost:{port}", "LOCALHOST", f"127.0.0.1:{port}", f"[::1]:{port}", "[::1]"]:
+            assert post(Host=host).status_code == 200, host

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from rag_search.bounds import MAX_DAYS, MAX_TOP_K, check_filters, check_query
 from rag_search.cli.context import App, pass_app
 from rag_search.cli.format import render_hits
 from rag_search.errors import QueryError
@@ -30,7 +31,7 @@ def parse_meta(pairs: tuple[str, ...]) -> dict[str, list[str]]:
               help="On or after: YYYY, YYYY-MM, YYYY-MM-DD, ISO time, 7d/2w/3m/1y, '3 days ago', today, "
                    "yesterday, 'last week', 'this month'... (the item's own date: sent, event start, recorded).")
 @click.option("--before", "--until", "before", help="On or before this date (same forms as --after).")
-@click.option("--days", type=click.IntRange(1), help="Within the last N days (same as --after Nd).")
+@click.option("--days", type=click.IntRange(1, MAX_DAYS), help="Within the last N days (same as --after Nd).")
 @click.option("--no-undated", is_flag=True, help="With --after/--before, also drop items that have no date.")
 @click.option("--from", "author", help="Author or sender contains this text.")
 @click.option("--with", "participants", multiple=True,
@@ -39,7 +40,7 @@ def parse_meta(pairs: tuple[str, ...]) -> dict[str, list[str]]:
 @click.option("--tag", "tags", multiple=True, help="Has this tag; #a also matches #a/b (repeatable, all must match).")
 @click.option("--path-prefix", help="Path or URI starts with this (absolute, ~, or relative to the source root).")
 @click.option("--meta", "meta", multiple=True, help="Metadata KEY=VALUE (repeatable; same key = any of the values).")
-@click.option("--top", "top_k", type=click.IntRange(1, 200), help="How many hits (default from config, 10).")
+@click.option("--top", "top_k", type=click.IntRange(1, MAX_TOP_K), help="How many hits (default from config, 10).")
 @click.option("--mode", type=click.Choice(MODES), default="hybrid", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.option("--explain", is_flag=True, help="Show per-retriever ranks, the FTS expression and timings.")
@@ -66,10 +67,11 @@ def search_text(app: App, query, collections, source_types, after, before, days,
         date_to=parse_date(before, end=True), include_undated=not no_undated, author=author,
         participants=participants, tags=tags, path_prefix=path_prefix, metadata=parse_meta(meta),
     )
-    filters = resolve_filters(filters, PeopleDirectory.from_settings(app.settings))
+    query = check_query(" ".join(query))
+    filters = resolve_filters(check_filters(filters), PeopleDirectory.from_settings(app.settings))
     if engine is None or mode == "keyword":
         engine = SearchEngine(app.store, None if mode == "keyword" else app.embedder, app.settings.search)
-    result = engine.search(SearchRequest(" ".join(query), top_k=top_k, mode=mode, filters=filters, chunks=chunk_hits,
+    result = engine.search(SearchRequest(query, top_k=top_k, mode=mode, filters=filters, chunks=chunk_hits,
                                          rerank=rerank))
     if as_json:
         payload = {"query": result.request.query, "mode": mode, "hits": [h.to_dict() for h in result.hits]}

@@ -14,7 +14,8 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from rag_search.errors import QueryError
+from rag_search.bounds import MAX_DAYS
+from rag_search.errors import QueryError, quote
 from rag_search.people import like_patterns
 
 
@@ -194,8 +195,7 @@ def parse_date(value: str | int | None, *, end: bool = False, now: datetime | No
     now = now or datetime.now(timezone.utc)
     rel = _RELATIVE.match(text)
     if rel:
-        n, unit = int(rel.group(1)), rel.group(2)[0]
-        return int((now - timedelta(days=_UNIT_DAYS[unit] * n)).timestamp())
+        return int((now - timedelta(days=_relative_days(value, rel))).timestamp())
     period = _named_period(text, now)
     if period:
         return int((period[1] if end else period[0]).timestamp())
@@ -213,7 +213,17 @@ def parse_date(value: str | int | None, *, end: bool = False, now: datetime | No
             return _ts(d.replace(hour=23, minute=59, second=59) if end else d)
         return _ts(datetime.fromisoformat(text.replace("Z", "+00:00")))
     except ValueError as exc:
-        raise QueryError(f"Cannot read the date '{value}'. Use {DATE_FORMS}.") from exc
+        raise QueryError(f"Cannot read the date {quote(value)}. Use {DATE_FORMS}.") from exc
+
+
+def _relative_days(value: str, rel: re.Match) -> float:
+    """The days a relative date ('7d', '3 months ago') reaches back; at most MAX_DAYS."""
+    digits, unit = rel.group(1), rel.group(2)[0]
+    days = _UNIT_DAYS[unit] * int(digits) if len(digits) <= 9 else float("inf")
+    if days > MAX_DAYS:
+        raise QueryError(f"The date {quote(value)} reaches back more than {MAX_DAYS:,} days (about 1,000 years). "
+                         "For older items give a year, e.g. 1850, or leave the date out.")
+    return days
 
 
 def _ts(d: datetime) -> int:

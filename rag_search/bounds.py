@@ -1,0 +1,66 @@
+"""Bounds on what a search may ask (query length, filter sizes, counts, spans), shared by the CLI and the MCP server.
+
+The MCP server shows them in each tool's JSON schema (mcp_args.py) and refuses a value past them before any
+work; the CLI and any other caller of the library check them here. Each bound is far above real use and below
+what would cost seconds or break SQLite:
+
+- MAX_QUERY_CHARS: the semantic side reads a query's first 256 word-pieces (the builtin model's window; about
+  1,000 characters of English), the keyword side ORs every distinct word. 2,000 characters hold a long pasted
+  paragraph or error message; a 1 MB query took 10-19 s and held the index lock from every other client.
+- MAX_FILTER_VALUES: each tag, participant or metadata key is one more condition in every retriever's WHERE
+  (SQLite's expression depth is 1,000; 10,000 tags failed); 50 is more than anyone combines.
+- MAX_DAYS: 365,000 days (about 1,000 years) keeps date arithmetic inside the calendar (a 20-digit day count
+  overflowed); older items are reached with an absolute date (date_from='1850').
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rag_search.errors import QueryError, quote
+
+if TYPE_CHECKING:
+    from rag_search.retrieval.filters import Filters
+
+MAX_QUERY_CHARS = 2_000
+MAX_TOP_K = 200  # hits per search (the engine's own limit)
+MAX_DAYS = 365_000
+MAX_FILTER_VALUES = 50  # collections, source types, tags, participants, metadata keys, values of one key
+MAX_VALUE_CHARS = 200  # one collection name, source type, tag, author, participant, metadata key or value
+MAX_PATH_CHARS = 4_096  # a path or item id (PATH_MAX on Linux)
+MAX_DATE_CHARS = 64  # a date as written: '2024-03-15T10:00:00+01:00', 'last month', '3 days ago'
+
+
+def check_query(query: str) -> str:
+    """The query, or QueryError when it is longer than MAX_QUERY_CHARS (never echoing it)."""
+    if len(query) > MAX_QUERY_CHARS:
+        raise QueryError(f"The query is {len(query):,} characters long; at most {MAX_QUERY_CHARS:,} are searched "
+                         "(semantic search reads about the first 1,000). Search with the words that matter, or "
+                         "quote an exact phrase.")
+    return query
+
+
+def check_filters(filters: Filters) -> Filters:
+    """The filters, or QueryError naming the first one with too many values or too long a value."""
+    many = {"collections": filters.collections, "source types": filters.source_types, "tags": filters.tags,
+            "participants": filters.participants, "metadata keys": tuple(filters.metadata)}
+    many |= {f"values of metadata key {quote(k, 40)}": tuple(v) for k, v in filters.metadata.items()
+             if isinstance(v, (list, tuple))}
+    for what, values in many.items():
+        if len(values) > MAX_FILTER_VALUES:
+            raise QueryError(f"{len(values):,} {what} given; one search combines at most {MAX_FILTER_VALUES}. "
+                             "Use fewer, or search several times.")
+        for value in values:
+            _check_value(what, value)
+    for value in (filters.author, *(v for v in filters.metadata.values() if not isinstance(v, (list, tuple)))):
+        _check_value("filter values", value)
+    if filters.path_prefix and (len(filters.path_prefix) > MAX_PATH_CHARS or "\x00" in filters.path_prefix):
+        raise QueryError(f"The path prefix must be a path of at most {MAX_PATH_CHARS:,} characters, without NUL "
+                         "characters.")
+    return filters
+
+
+def _check_value(what: str, value: object) -> None:
+    if value is not None and len(str(value)) > MAX_VALUE_CHARS:
+        raise QueryError(f"One of the {what} is {len(str(value)):,} characters long; filter values have at most "
+                         f"{MAX_VALUE_CHARS}.")

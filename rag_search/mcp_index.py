@@ -1,0 +1,77 @@
+"""rag_index through MCP: the collection a (name, path) call means, the root policy on every run, the run itself.
+
+A new folder must pass the root policy (roots.py) and is recorded as the assistant's (mcp_guard.py); an
+existing collection is never re-pointed. Before each run, an assistant-made collection's folders are checked
+again: one that now leads outside the allowed roots (a symlink swapped in) is not indexed.
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+from rag_search import mcp_guard
+from rag_search.config import Paths, load_settings
+from rag_search.errors import RagError
+
+
+def index(paths: Paths, collection: str, path: str | None) -> dict:
+    from rag_pipelines.indexing.runs import index_collections  # lazily: only this tool needs Dagster
+
+    name = _index_target(paths, collection, path) if path else _valid_name(collection)
+    mcp_guard.check_run(paths, name)
+    [summary] = index_collections(paths, [name], trigger="mcp")
+    o = summary.outcomes
+    return {"collection": name, "indexed": o.get("indexed", 0), "updated": o.get("indexed", 0),
+            "skipped": summary.unchanged, "failed": o.get("failed", 0), "deleted": o.get("deleted", 0),
+            "runs": summary.run_ids, "failures": summary.failures}
+
+
+def _index_target(paths: Paths, collection: str, path: str) -> str:
+    """The collection to index for (name, path): an existing one at that path, or a new one registered now."""
+    from rag_pipelines.config import load_collections, register_collection, validate_collection
+
+    from rag_search.roots import check_new_root
+
+    name = _valid_name(collection)
+    settings = load_settings(paths.config)  # fresh: allowed roots added since the server started count
+    existing = load_collections(paths, settings.model_copy(update={"disabled_collections": []})).get(name)
+    if existing is not None:
+        _same_paths(paths, existing, path, configured=name in settings.collections)
+        return name
+    folder = check_new_root(path, settings.mcp.allowed_roots, rag_home=paths.home, config=paths.config)
+    mcp_guard.remember(paths, name, folder)  # first: a collection registered but not recorded would be trusted
+    register_collection(paths, validate_collection(
+        {"name": name, "kind": "project", "sources": [{"type": "project", "paths": [str(folder)]}]}))
+    return name
+
+
+def _valid_name(name: str) -> str:
+    """The collection name as stored (normalised); an invalid one is a one-line error."""
+    from pydantic import ValidationError
+
+    from rag_pipelines.config import CollectionConfig
+
+    try:
+        return CollectionConfig.model_validate({"name": name, "sources": [{"type": "project", "paths": ["."]}]}).name
+    except ValidationError as exc:
+        about_name = [e for e in exc.errors() if e["loc"][:1] == ("name",)]
+        msg = str((about_name or exc.errors())[0]["msg"]).removeprefix("Value error, ")
+        what = "cannot be a collection name" if about_name else "cannot be indexed"
+        raise RagError(f"{name!r} {what}: {msg}. Call rag_index again with another name.") from exc
+
+
+def _same_paths(paths: Paths, existing, path: str, configured: bool) -> None:
+    """Refuse to re-point an existing collection: rag_index(name, path) only re-indexes it at its own path."""
+    from rag_pipelines.config import source_paths
+
+    current = source_paths(existing)
+    folder = Path(path).expanduser().resolve()
+    if folder in {Path(p).expanduser().resolve() for p in current}:
+        return
+    how = (f"the user can edit it in {paths.config}" if configured else
+           f"the user can run `local-rag index project {shlex.quote(existing.name)} {shlex.quote(str(folder))} "
+           "--replace` in a terminal (items not found there leave the index)")
+    raise RagError(f"Collection '{existing.name}' already indexes {', '.join(current) or 'other sources'}; rag_index "
+                   f"does not point it at {folder}. Call rag_index('{existing.name}') without a path to re-index it, "
+                   f"pick a new collection name for that folder, or, to re-point it deliberately, {how}.")
