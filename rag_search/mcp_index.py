@@ -20,7 +20,7 @@ def index(paths: Paths, collection: str, path: str | None) -> dict:
 
     name = _index_target(paths, collection, path) if path else _valid_name(collection)
     mcp_guard.check_run(paths, name)
-    [summary] = index_collections(paths, [name], trigger="mcp")
+    [summary] = index_collections(paths, [name], trigger="mcp", wait=False)  # busy: say so at once, never block
     o = summary.outcomes
     return {"collection": name, "indexed": o.get("indexed", 0), "updated": o.get("indexed", 0),
             "skipped": summary.unchanged, "failed": o.get("failed", 0), "deleted": o.get("deleted", 0),

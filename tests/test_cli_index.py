@@ -148,3 +148,31 @@ def test_one_index_run_per_collection_at_a_time(env, tmp_path):
     assert f"waiting for pid {first.pid}" in second.stderr
     assert json.loads(out)[0]["outcomes"] == {"indexed": 120}
     assert json.loads(second.stdout)[0]["outcomes"] == {}  # everything was done: nothing written twice
+
+
+def test_a_run_started_anywhere_never_reads_an_assistants_folder_that_now_leads_outside(env, tmp_path, monkeypatch):
+    """The root policy was checked when rag_index registered a folder; later runs (CLI, sensor, watcher) read
+    whatever it led to after a symlink swap. Every run now checks, and skips such a source with the reason."""
+    from rag_pipelines.config import register_collection, validate_collection
+    from rag_search import mcp_guard
+    from rag_search.config import Paths
+
+    user = tmp_path / "user"
+    (user / "swapme").mkdir(parents=True)
+    (user / "swapme" / "plan.md").write_text("# Plan\n\nA harmless plan.\n")
+    monkeypatch.setenv("HOME", str(user))
+    paths = Paths.from_env()
+    paths.home.mkdir(parents=True, exist_ok=True)
+    mcp_guard.remember(paths, "swapme", user / "swapme")  # what rag_index records and registers
+    register_collection(paths, validate_collection(
+        {"name": "swapme", "kind": "project", "sources": [{"type": "project", "paths": [str(user / "swapme")]}]}))
+    run("index", "all")
+    secret = tmp_path / "outside"
+    secret.mkdir()
+    (secret / "secret.md").write_text("# Secret\n\nThe launch code is swordfish.\n")
+    shutil.rmtree(user / "swapme")
+    (user / "swapme").symlink_to(secret)
+    out = run("index", "all", code=7)
+    assert "which now leads to" in out and "Nothing was read from it" in out
+    keys = set(reads.item_states(Store.open(env / "rag.db"), "swapme"))
+    assert keys == {"plan.md"}  # kept (not deleted), and nothing of the target read

@@ -77,3 +77,14 @@ def test_rrf_weights_shift_the_winner():
     rankings = {"vector": [1, 2], "keyword": [2, 1]}
     assert rrf(rankings, {"vector": 0.9, "keyword": 0.1})[0].chunk_id == 1
     assert rrf(rankings, {"vector": 0.1, "keyword": 0.9})[0].chunk_id == 2
+
+
+def test_a_long_pasted_query_is_bounded_to_its_first_terms():
+    """667 distinct words held the index 3.9 s (every word a doclist read and a reranker pass)."""
+    from rag_search.retrieval.keyword import MAX_TERMS, parse_terms
+    from rag_search.retrieval.rerank import query_words
+
+    words = [f"q{a}{b}" for a in "abcdefghijklmnopqrstuvwxyz" for b in "abcdefghijklmnopqrstuvwxyz"][:667]
+    query = " ".join(words)
+    assert [t.text for t in parse_terms(query)] == words[:MAX_TERMS]
+    assert query_words(query) == words[:MAX_TERMS]

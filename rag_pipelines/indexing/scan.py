@@ -1,7 +1,8 @@
 """A collection's sources, opened and scanned together: every item key, its stamp and which source owns it.
 
 A source that cannot be read (SourceUnavailable) is reported and skipped: its items stay in the index,
-untouched, until it can be read again.
+untouched, until it can be read again. So is every source of a collection an AI assistant added whose folder
+now leads where the root policy refuses (a symlink swapped in; rag_search.mcp_guard), whoever starts the run.
 """
 
 from __future__ import annotations
@@ -9,6 +10,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from rag_search import mcp_guard
+from rag_search.config import Paths
 from rag_search.store import Store, writes
 
 from rag_pipelines.config import CollectionConfig, source_labels
@@ -46,6 +49,12 @@ def scan_collection(cfg: CollectionConfig, sources: list[Source] | None = None,
     """Scan every source; with a store, each source's outcome is recorded for `status`."""
     sources = sources if sources is not None else open_sources(cfg)
     out = CollectionScan()
+    refused = mcp_guard.refusals(Paths.from_env()).get(cfg.name)
+    if refused:  # an assistant's folder now leads where the root policy refuses: no run reads it, whoever starts it
+        for i, src in enumerate(sources):
+            out.unavailable[i] = f"{refused} Nothing was read from it."
+            _record(store, cfg, src, 0, 0, 0.0, out.unavailable[i])
+        return out
     for i, src in enumerate(sources):
         t0 = time.perf_counter()
         try:

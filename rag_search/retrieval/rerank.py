@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from rag_search.retrieval.keyword import STOPWORDS
+from rag_search.retrieval.keyword import MAX_TERMS, STOPWORDS
 
 if TYPE_CHECKING:
     from rag_search.config import SearchSettings
@@ -107,7 +107,7 @@ DEFAULT_WEIGHTS = {"fused": 3.515, "bm25": 1.633, "cosine": 1.585, "coverage": 1
 
 def query_words(query: str) -> list[str]:
     words = [w for w in _WORD.findall(query.lower())]
-    return list(dict.fromkeys(w for w in words if w not in STOPWORDS)) or list(dict.fromkeys(words))
+    return (list(dict.fromkeys(w for w in words if w not in STOPWORDS)) or list(dict.fromkeys(words)))[:MAX_TERMS]
 
 
 @functools.lru_cache(maxsize=1 << 16)
