@@ -18,7 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from query_latency import open_db
+from query_latency import OUT, open_db
+from synthetic import real_embeddings
 from synthetic import queries
 
 from rag_search.embedders.builtin import BuiltinEmbedder
@@ -53,9 +54,9 @@ def main() -> None:
     ap.add_argument("--chunks", type=int, default=100_000)
     ap.add_argument("--queries", type=int, default=50)
     args = ap.parse_args()
-    open_db(args.chunks).close()
+    open_db(args.chunks, real_embeddings(OUT)[0]).close()
     home = Path(tempfile.mkdtemp())
-    shutil.copy(Path(__file__).parent / "out" / f"synthetic-{args.chunks}.db", home / "rag.db")
+    shutil.copy(OUT / f"synthetic-v2-{args.chunks}.db", home / "rag.db")
     conn = connect(home / "rag.db")
     conn.execute("UPDATE meta SET value = ? WHERE key = 'embedder_id'", (BuiltinEmbedder.id,))
     conn.close()

@@ -15,6 +15,7 @@ from typing import Literal
 
 import numpy as np
 
+from rag_search.bounds import MAX_TOP_K
 from rag_search.config import SearchSettings
 from rag_search.embedders.base import Embedder
 from rag_search.errors import QueryError
@@ -123,8 +124,8 @@ class SearchEngine:
         if not request.query.strip():
             raise QueryError("The query is empty. Say what to search for.")
         top_k = request.top_k or self.settings.top_k
-        if not 1 <= top_k <= 200:
-            raise QueryError(f"top_k must be between 1 and 200 (got {top_k}).")
+        if not 1 <= top_k <= MAX_TOP_K:
+            raise QueryError(f"top_k must be between 1 and {MAX_TOP_K} (got {top_k}).")
         result = SearchResult([], request)
         with self.store.lock:
             got = self.retrieve(request, result)
