@@ -1,6 +1,6 @@
 """Faults at scale: repeated SIGKILLs during indexing, then a resume; a large bad-input corpus.
 
-    python bench/faults.py [--notes 300] [--kills 10] [--bad-scale 20]
+    python bench/faults.py [--notes 300] [--kills 10] [--bad-scale 20] [--only SECTIONS]
 
 1. Kill loop: a vault of `--notes` real-prose notes is indexed by `local-rag index project` in a
    subprocess that is SIGKILLed after a random 2–8 s, `--kills` times; after each kill rag.db is checked
@@ -9,6 +9,12 @@
    per kill, items redone by the resume run, and whether any run stayed STARTED (automation blocked).
 2. Bad input: tests/badinput_corpus.make_corpus(scale) written to a folder and indexed in one run
    (timeout 15 min); prints files tried / recorded failed / indexed / hung, wall time, peak RSS.
+3. Each bad file alone (`files`): every corpus file parsed in a process of its own with the default limits;
+   prints seconds, peak RSS and outcome per file, and flags any over 60 s or 1 GB (the issue's bound).
+4. Hostile shapes of the other sources (`shapes`, tests/hostile: mail, calendars, ...): each indexed by
+   `local-rag index ... --json` in a fresh home; prints seconds, peak RSS, outcome and whether it is the expected one.
+
+    python bench/faults.py --only files,shapes          # sections to run: kills, bad, files, shapes (default all)
 """
 
 from __future__ import annotations
@@ -135,17 +141,81 @@ def bad_input(tmp: Path, scale: float) -> None:
     print(f"wall {wall:.1f} s, peak RSS of the indexing process {rss:.0f} MB")
 
 
+PARSE_ONE = ("import resource, sys, time; t0 = time.perf_counter()\n"
+             "from rag_pipelines import parsers\n"
+             "data = open(sys.argv[1], 'rb').read()\n"
+             "try:\n    doc = parsers.parse(data, sys.argv[2]); out = f'indexed ({len(doc.sections)} sections)'\n"
+             "except parsers.ParseError as e:\n    out = f'failed:{e.kind}'\n"
+             "print(out, round(time.perf_counter() - t0, 2), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)")
+LIMIT_S, LIMIT_MB = 60, 1024
+
+
+def each_file(tmp: Path, scale: float) -> None:
+    from badinput_corpus import make_corpus
+    from rag_pipelines.parsers.limits import Limits
+
+    folder = tmp / "bad-each"
+    expected = make_corpus(folder, scale=scale, limits=Limits())
+    rows = []
+    for rel in sorted(expected):
+        try:
+            out = subprocess.run([sys.executable, "-c", PARSE_ONE, str(folder / rel), rel], capture_output=True,
+                                 text=True, timeout=LIMIT_S * 5).stdout.split()
+            outcome, secs, mb = " ".join(out[:-2]), float(out[-2]), int(out[-1])
+        except subprocess.TimeoutExpired:
+            outcome, secs, mb = "hung", LIMIT_S * 5.0, 0
+        rows.append((rel, secs, mb, outcome, expected[rel]))
+    bad = [r for r in rows if r[1] > LIMIT_S or r[2] > LIMIT_MB or r[3] == "hung"]
+    print(f"{len(rows)} files (scale {scale:g}), each parsed in its own process; over {LIMIT_S} s or {LIMIT_MB} MB: "
+          f"{len(bad)}")
+    print("| file | seconds | peak RSS MB | outcome | expected |\n|---|---|---|---|---|")
+    for rel, secs, mb, outcome, want in sorted(rows, key=lambda r: -r[1]):
+        flag = " **over**" if (rel, secs, mb, outcome, want) in bad else ""
+        print(f"| {rel} | {secs:.1f} | {mb} | {outcome}{flag} | {want} |")
+
+
+def shapes(tmp: Path) -> None:
+    from hostile import all_shapes
+
+    print("| shape | seconds | peak RSS MB | outcome | expected |\n|---|---|---|---|---|")
+    for shape in all_shapes():
+        work = tmp / f"shape-{shape.name}"
+        args = shape.build(work / "input")
+        env, t0, mb = env_for(work / "home"), time.perf_counter(), 0.0
+        try:
+            out = subprocess.run([sys.executable, "-c", MEASURE, EXE, "index", *args, "--json"], env=env,
+                                 capture_output=True, text=True, timeout=shape.limit_s * 5)
+            mb = float(out.stderr.strip().splitlines()[-1]) / 1024
+            outcome = json.loads(out.stdout)[0]["outcomes"] if out.returncode in (0, 6, 7) else f"exit {out.returncode}"
+        except subprocess.TimeoutExpired:
+            outcome = "hung"
+        secs = time.perf_counter() - t0
+        ok = outcome == shape.expect and secs <= shape.limit_s and mb <= LIMIT_MB
+        print(f"| {shape.name} | {secs:.1f} | {mb:.0f} | {outcome} | {shape.expect}{'' if ok else ' **differs**'} |",
+              flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--notes", type=int, default=300)
     ap.add_argument("--kills", type=int, default=10)
     ap.add_argument("--bad-scale", type=float, default=20)
+    ap.add_argument("--only", default="kills,bad,files,shapes", help="sections to run (comma-separated)")
     args = ap.parse_args()
+    only = set(args.only.split(","))
     with tempfile.TemporaryDirectory() as tmp:
-        print(f"== kill loop: {args.notes} notes, {args.kills} SIGKILLs at 2–8 s")
-        kill_loop(Path(tmp), args.notes, args.kills)
-        print(f"== bad input corpus at scale {args.bad_scale:g}")
-        bad_input(Path(tmp), args.bad_scale)
+        if "kills" in only and args.kills:
+            print(f"== kill loop: {args.notes} notes, {args.kills} SIGKILLs at 2–8 s")
+            kill_loop(Path(tmp), args.notes, args.kills)
+        if "bad" in only:
+            print(f"== bad input corpus at scale {args.bad_scale:g}")
+            bad_input(Path(tmp), args.bad_scale)
+        if "files" in only:
+            print(f"== each bad file alone, scale {args.bad_scale:g}")
+            each_file(Path(tmp), args.bad_scale)
+        if "shapes" in only:
+            print("== hostile shapes of the other sources (tests/hostile), through `local-rag index`")
+            shapes(Path(tmp))
 
 
 if __name__ == "__main__":
