@@ -78,7 +78,7 @@ class Recurrence:
     def __init__(self, master: Event, cal: Calendar, anchor: datetime):
         self.master, self.cal = master, cal
         self.lines, self.note = trim_dates(master.recurrence_lines, anchor)
-        rules = [parse_rule(unescape(ln.split(":", 1)[1])) for ln in self.lines if ln.upper().startswith("RRULE")]
+        rules = [parse_rule(unescape(ln.rpartition(":")[2])) for ln in self.lines if ln.upper().startswith("RRULE")]
         self.rules = [r for r in rules if r is not None]
         self.rate = sum(r.rate for r in self.rules)
         self.dates = sum(ln.count(",") + 1 for ln in self.lines if ln.upper().startswith("RDATE"))
@@ -126,14 +126,14 @@ def trim_dates(lines: tuple[str, ...], anchor: datetime) -> tuple[tuple[str, ...
     out, notes, today = list(lines), [], anchor.date().toordinal()
     for name in ("RDATE", "EXDATE"):
         values = [(i, v) for i, ln in enumerate(lines) if ln.upper().startswith(name)
-                  for v in ln.split(":", 1)[1].split(",")]
+                  for v in ln.rpartition(":")[2].split(",")]  # the value holds no ':'; a quoted TZID may
         if len(values) <= MAX_DATES:
             continue
         kept: dict[int, list[str]] = {i: [] for i, _ in values}
         for i, v in sorted(heapq.nsmallest(MAX_DATES, values, key=lambda iv: abs(_day(iv[1].strip()[:8]) - today))):
             kept[i].append(v)
         for i, mine in kept.items():
-            out[i] = f"{lines[i].split(':', 1)[0]}:{','.join(mine)}" if mine else ""
+            out[i] = f"{lines[i].rpartition(':')[0]}:{','.join(mine)}" if mine else ""
         notes.append(f"{len(values) - MAX_DATES} of its {len(values)} {name} dates, the ones furthest from today, "
                      "were left out")
     return tuple(ln for ln in out if ln), "; ".join(notes)
