@@ -210,10 +210,12 @@ def read_vcards(text: str) -> dict[str, list[str]]:
 
 
 def resolve_filters(filters, directory: "PeopleDirectory | None"):
-    """The filters with each `participants` term expanded to its alternatives (normal form, ids, names)."""
-    if not filters.participants:
+    """The filters with each `participants` term, and the `author` term, expanded to its alternatives (normal
+    form, ids, names): `--from ann` then finds the chat windows her number wrote in, as `--with ann` does."""
+    if not filters.participants and not filters.author:
         return filters
     from dataclasses import replace
 
     directory = directory or PeopleDirectory()
-    return replace(filters, people=tuple(directory.alternatives(p) for p in filters.participants))
+    return replace(filters, people=tuple(directory.alternatives(p) for p in filters.participants),
+                   authors=directory.alternatives(filters.author) if filters.author else ())

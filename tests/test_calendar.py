@@ -173,6 +173,94 @@ def test_a_dense_unbounded_rule_is_capped_around_today(tmp_path):
     assert starts[0] >= today - timedelta(hours=101) and starts[-1] <= today + timedelta(hours=101)
 
 
+HOSTILE_SCAN = """
+import json, sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[2])
+from hostile.calendar import SHAPES
+from rag_pipelines.sources.calendar import CalendarOptions, CalendarSource
+out = {}
+for shape in SHAPES:
+    args = shape.build(Path(sys.argv[1]) / shape.name)
+    src = CalendarSource(CalendarOptions(type="calendar", paths=[args[args.index("--path") + 1]]))
+    keys = sorted(src.scan().items)
+    warnings = {ld.parse().metadata.get("parse_warning", "") for ld in src.load(keys[:1] + keys[-1:])}
+    out[shape.name] = [keys, sorted(warnings)]
+print(json.dumps(out))
+"""
+
+
+def test_hostile_recurrence_rules_expand_with_bounded_work(tmp_path):
+    """Every shape of tests/hostile/calendar.py (SECONDLY from 2010 or from three days ago, MINUTELY, COUNT=10^9, an
+    UNTIL in 9999, a BYSECOND list, an every-second YEARLY rule, 300,000 RDATEs) scanned in a child process held
+    to 1.5 GB and 120 s: before ics_recurrence.py the first alone ran 15 minutes to 2.1 GB. The dense ones keep
+    max_instances occurrences around today; the one that cannot be moved keeps its first, and says why."""
+    import json
+    import resource
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from hostile.calendar import CAP, SHAPES
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (1536 * 2**20, 1536 * 2**20))
+
+    done = subprocess.run([sys.executable, "-c", HOSTILE_SCAN, str(tmp_path), str(Path(__file__).parent)],
+                          capture_output=True, text=True, timeout=120, preexec_fn=limit)
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = json.loads(done.stdout)
+    assert {name: len(keys) for name, (keys, _) in found.items()} == {s.name: s.expect["indexed"] for s in SHAPES}
+    today = datetime.now(timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0)
+    for name in ("ics-secondly-old", "ics-secondly-recent", "ics-count-huge", "ics-bysecond-list"):
+        starts = [datetime.strptime(k.split("/")[1], "%Y%m%dT%H%M%SZ").replace(tzinfo=timezone.utc)
+                  for k in found[name][0]]
+        assert max(abs(s - today) for s in starts) <= timedelta(seconds=CAP // 2), name  # every second around today
+        assert found[name][1] == [""], name
+    keys, warnings = found["ics-yearly-every-second"]
+    assert keys == ["yearly-seconds@example.com/19000101T000000Z"]
+    assert "repeats too often to be expanded near today" in warnings[0] and "Give the series" in warnings[0]
+    assert "RDATE dates, the ones furthest from today, were left out" in found["ics-rdate-flood"][1][0]
+
+
+@pytest.mark.parametrize("dtstart, rule", [
+    ("DTSTART:20200101T003000Z", "FREQ=HOURLY;INTERVAL=5"),
+    ("DTSTART;TZID=Europe/Berlin:19900105T093000", "FREQ=DAILY;BYDAY=MO,WE,FR"),
+    ("DTSTART;TZID=America/New_York:19700106T170000", "FREQ=WEEKLY;INTERVAL=3;BYDAY=TU,TH,SU;WKST=SU"),
+    ("DTSTART;TZID=Europe/Berlin:19900105T093000", "FREQ=DAILY;COUNT=13500"),
+    ("DTSTART:20240901T071500", "FREQ=MINUTELY;INTERVAL=97;BYHOUR=7,8,9"),
+    ("DTSTART;VALUE=DATE:19800229", "FREQ=DAILY;INTERVAL=3"),
+])
+def test_a_moved_rule_gives_what_the_library_gives_walking_from_dtstart(dtstart, rule):
+    """A rule far from its DTSTART is walked from a DTSTART moved close to the span: same occurrences, as the
+    library itself lists them from the original DTSTART (across DST, WKST, floating times, dates, a COUNT)."""
+    from rag_pipelines.parsers import ics_recurrence as rec
+
+    cal = ics.read_calendars(inline(f"BEGIN:VEVENT\r\nUID:m\r\n{dtstart}\r\nDURATION:PT45M\r\nRRULE:{rule}\r\n"
+                                    "EXDATE:20260302T093000Z\r\nEND:VEVENT"))[0]
+    master = cal.events[0]
+    lo, hi = datetime(2026, 2, 20, tzinfo=timezone.utc), datetime(2026, 4, 10, tzinfo=timezone.utc)
+    recurrence = rec.Recurrence(master, cal, fx.NOW)
+    assert recurrence._moved(lo) is not None  # far enough to be moved
+    truth = [(o.start, o.end) for o in rec.build_series(master.recurrence_lines, cal).between(lo, hi)]
+    assert truth and sorted(recurrence.between(lo, hi)) == sorted(truth)
+
+
+def test_google_legacy_categories_are_not_tags(tmp_path):
+    """Google exports put `CATEGORIES:http://schemas.google.com/g/2005#event` on every event (as in
+    niccokunzmann/python-recurring-ical-events benchmark/issue42.ics, a real Google Calendar export): not a tag."""
+    data = inline("BEGIN:VEVENT\r\nUID:g1@google.com\r\nDTSTART:20260310T090000Z\r\nSUMMARY:Standup\r\n"
+                  "CATEGORIES:http://schemas.google.com/g/2005#event\r\nEND:VEVENT\r\n"
+                  "BEGIN:VEVENT\r\nUID:g2@google.com\r\nDTSTART:20260311T090000Z\r\nSUMMARY:Review\r\n"
+                  "CATEGORIES:Work,http://schemas.google.com/g/2005#event,urn:x-cal:legacy,Ops: on call\r\n"
+                  "END:VEVENT", "PRODID:-//Google Inc//Google Calendar 70.9054//EN\r\n")
+    found = events(data)
+    assert found["g1@google.com"].categories == () and found["g2@google.com"].categories == ("Work", "Ops: on call")
+    path = tmp_path / "google.ics"
+    path.write_bytes(data)
+    assert documents(source(path), ["g1@google.com"])["g1@google.com"].tags == ()
+
+
 def test_rdate_adds_instances_and_an_override_of_a_single_event_replaces_it(tmp_path):
     path = tmp_path / "rdate.ics"
     path.write_bytes(inline(
@@ -297,8 +385,8 @@ def test_a_changed_file_parses_and_expands_only_its_changed_events(cal, monkeypa
     parsed, expanded = [], []
     real_read, real_expand = ics.read_event, ics_instances._expander
     monkeypatch.setattr(ics, "read_event", lambda comp, *a: parsed.append(comp.text("UID")) or real_read(comp, *a))
-    monkeypatch.setattr(ics_instances, "_expander", lambda master, c: expanded.append(master.uid) or
-                        real_expand(master, c))
+    monkeypatch.setattr(ics_instances, "_expander", lambda master, *a: expanded.append(master.uid) or
+                        real_expand(master, *a))
     fx.replace_in(cal.work, "Check-up and cleaning.", "Check-up, cleaning and an x-ray.")
     src.scan()
     assert (parsed, expanded) == ([fx.DENTIST], [])  # the 9 other events and 3 series of work.ics reused

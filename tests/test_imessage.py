@@ -144,7 +144,7 @@ def test_windows_hold_the_right_messages(chat_db):
     assert ann.metadata | {} == {"start": "2026-03-02T09:00:00+00:00", "end": "2026-03-02T09:10:00+00:00",
                                  "start_ts": fx.unix("2026-03-02T09:00:00"), "end_ts": fx.unix("2026-03-02T09:10:00"),
                                  "messages": 6, "conversation": "+15555550142, ann@example.com", "group": False,
-                                 "service": ["SMS", "iMessage"]}
+                                 "service": ["SMS", "iMessage"], "authors": ["+15555550142", "Me", "ann@example.com"]}
     crew = docs[fx.window(fx.CREW_KEY, fx.by_n(21))]
     assert crew.title.startswith("Climbing crew · ") and crew.metadata["group"] is True
     assert crew.participants == ("+447700900123", "+4915112345678", "carol@example.org")
@@ -174,6 +174,16 @@ def test_new_messages_change_only_the_last_window(chat_db):
     later = source(chat_db).scan().items
     assert set(later) - set(after) == {fx.window(fx.ANN, next_day)}
     assert all(later[k] == after[k] for k in after)
+
+
+def test_a_new_format_changes_every_stamp_so_an_old_index_is_read_again(chat_db, monkeypatch):
+    """Windows indexed before they had authors (imessage-1) are re-read by the next run: stamps hold the version."""
+    from rag_pipelines.sources import imessage as module
+
+    before = source(chat_db).scan().items
+    monkeypatch.setattr(module, "VERSION", "imessage-next")
+    after = source(chat_db).scan().items
+    assert set(after) == set(before) and all(after[k] != before[k] for k in before)
 
 
 def test_an_unchanged_database_is_not_read_again(chat_db, monkeypatch):

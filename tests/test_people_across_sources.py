@@ -109,3 +109,32 @@ def test_dates_are_the_items_own(home):
     assert "calendar" in {h["collection"] for h in march_4}
     assert stats["calendar"]["from"] == "2026-03-04T14:00:00Z" and stats["calendar"]["to"] == "2026-03-05T09:00:00Z"
     assert stats["imessage"]["from"] < stats["imessage"]["to"] and stats["email"]["items"] > 0
+
+
+def authors_of(home, hit: dict) -> str:
+    """Author and chat authors of the hit's item, as stored."""
+    store = Store.open(home / "rag.db")
+    rows = store.conn.execute(
+        "SELECT c.author, json_extract(c.metadata, '$.authors') FROM chunks c JOIN items i ON i.id = c.item_id "
+        "JOIN collections co ON co.id = i.collection_id WHERE co.name = ? AND i.key = ?",
+        (hit["collection"], hit["key"])).fetchall()
+    store.close()
+    return " ".join(f"{a or ''} {' '.join(json.loads(w or '[]'))}" for a, w in rows).lower()
+
+
+def test_from_finds_what_she_wrote_in_every_source_and_with_where_she_was(home):
+    """`--from` on a chat matches the windows she wrote in (their authors: her number in iMessage, her Slack id),
+    through the people directory as `--with` does; `--with` also finds those she was only present in."""
+    home, _ = home
+    query = "cluster upgrade offsite plans lunch ramen budget"
+    wrote = search(home, query, "--from", "ann lee")
+    assert {h["collection"] for h in wrote} == {"email", "imessage", "slack"}  # she organised no meeting
+    ids = ("ann.lee@example.com", "+15555550142", "slack:u024ann", "ann.lee@work.example", "ann lee")
+    assert all(any(i in authors_of(home, h) for i in ids) for h in wrote), [authors_of(home, h) for h in wrote]
+    present = search(home, query, "--with", "ann lee")
+    only_present = {(h["collection"], h["key"]) for h in present} - {(h["collection"], h["key"]) for h in wrote}
+    assert {c for c, _ in only_present} >= {"slack", "calendar"}  # the group DM Sam wrote in; the meeting
+    assert all(not any(i in authors_of(home, h) for i in ids) for h in present if (h["collection"], h["key"])
+               in only_present)
+    by_number = search(home, query, "--from", "+1 555 555 0142", "--collection", "imessage")
+    assert by_number and {h["key"] for h in by_number} <= {h["key"] for h in wrote if h["collection"] == "imessage"}

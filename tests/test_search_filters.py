@@ -17,6 +17,9 @@ JAN_2020, JUN_2023 = parse_date("2020-01-15"), parse_date("2023-06-01")
 NEEDLES = {
     "tag": dict(tags=("projects/rare",)),
     "author": dict(author="Zelda Zimmer <zelda@example.org>"),
+    # a chat window: no author of its own; who wrote in it are its `authors` (a list in metadata: one facet each)
+    "chat-author": dict(participants=("Xavier Xu <slack:U0XAVIER>", "Yorick Yates <slack:U0YORICK>"),
+                        metadata={"authors": ["Xavier Xu <slack:U0XAVIER>", "Yorick Yates <slack:U0YORICK>"]}),
     "participant": dict(participants=("Quentin Quux",)),
     "date": dict(ts=JAN_2020),
     "meta": dict(metadata={"area": "archive"}),
@@ -25,6 +28,7 @@ NEEDLES = {
 FILTERS = {
     "tag": Filters(tags=("#projects",)),
     "author": Filters(author="zelda"),
+    "chat-author": Filters(author="yorick"),
     "participant": Filters(participants=("quentin",)),
     "date": Filters(date_to=parse_date("2020-12-31", end=True), include_undated=False),
     "meta": Filters(metadata={"area": ["archive", "nothing"]}),
@@ -80,7 +84,7 @@ def test_the_row_form_of_a_filter_selects_the_same_chunks_as_the_set_form(corpus
     as_rows = {r[0] for r in corpus.conn.execute(listed.format(where.for_rows), where.params)}
     assert as_rows == as_set
     assert (len(as_set) == 0) == (name in ("tags+meta", "participant+tag"))  # no needle holds both
-    if name in ("tag", "meta", "participant", "nested-tag"):
+    if name in ("tag", "meta", "participant", "nested-tag", "chat-author"):
         assert where.row_sql is not None and "EXISTS" in where.row_sql and len(as_set) == 1
         # each chunk's own facets are looked up (not every tag row of the index for every chunk: 1.8 s for 400 chunks at 100k)
         plan = " ".join(r[3] for r in corpus.conn.execute(

@@ -12,7 +12,9 @@ the middle (a late sync, a deletion) re-cuts only its own session, up to the nex
 Keys are `<conversation>/<first message's UTC time>~<first message's id>`: stable while messages arrive, and
 readable (`with/+15555550100/20260302T140507Z~5F2B…`). Documents title the window with the conversation's
 name and its local date range, carry one line per message (`[14:05] Ann: text`), the window's start as `ts`,
-and start/end (ISO with offset, and unix seconds) and the message count as metadata.
+and start/end (ISO with offset, and unix seconds) and the message count as metadata. Participants are everyone
+in the conversation; `authors` (metadata, so one filter row each) are the people who wrote in this window, in
+the same form, which is what `--from` matches on a chat (present vs wrote: `--with` vs `--from`).
 """
 
 from __future__ import annotations
@@ -97,12 +99,13 @@ def date_range(start: float, end: float, zone: tzinfo) -> str:
 
 
 def window_document(name: str, lines: Sequence[Line], zone: tzinfo, participants: Sequence[str] = (),
-                    metadata: dict | None = None, tags: Sequence[str] = ()) -> Document:
-    """A window as a Document: one paragraph per message, so chunks break between messages."""
+                    metadata: dict | None = None, tags: Sequence[str] = (), authors: Sequence[str] = ()) -> Document:
+    """A window as a Document: one paragraph per message, so chunks break between messages; `authors` are the
+    participants (same form) who wrote in it."""
     lines = sorted(lines, key=lambda ln: ln.ts)
     start, end = lines[0].ts, lines[-1].ts
     meta = {"start": iso(start, zone), "end": iso(end, zone), "start_ts": int(start), "end_ts": int(end),
-            "messages": len(lines), **(metadata or {})}
+            "messages": len(lines), "authors": sorted(set(a for a in authors if a)), **(metadata or {})}
     text = "\n\n".join(render(line, zone) for line in lines)
     return Document(title=f"{name} · {date_range(start, end, zone)}", sections=(Section(text),), ts=int(start),
                     participants=tuple(sorted(set(p for p in participants if p))), tags=tuple(tags),

@@ -42,6 +42,7 @@ NOT_HASHED = re.compile(r"(?mi)^DTSTAMP[;:].*\n")  # an export sets it to the ex
 EVENT_BLOCK = re.compile(r"^BEGIN:VEVENT[ \t]*\n.*?^END:VEVENT[ \t]*(?:\n|\Z)", re.M | re.S | re.I)
 CALENDAR_BEGIN = re.compile(r"^BEGIN:VCALENDAR[ \t]*$", re.M | re.I)
 UNESCAPES = {"n": "\n", "N": "\n"}
+NOT_A_CATEGORY = re.compile(r"(?i)(?:[a-z][a-z0-9+.-]*://|urn:)\S+$")  # a URL or URN: a schema id, not a tag
 RECORDED = ("VTIMEZONE",)  # components that keep their lines
 
 
@@ -303,8 +304,10 @@ def _person(prop: tuple | None) -> Person | None:
 
 
 def _categories(comp: Component) -> tuple[str, ...]:
+    """CATEGORIES values as tags; not URLs or URNs (Google's legacy `http://schemas.google.com/g/2005#event` is on
+    every event of a Google export: a kind of entry, not a category anyone chose)."""
     values = (unescape(c).strip() for _, v in comp.props.get("CATEGORIES", []) for c in re.split(r"(?<!\\),", v))
-    return tuple(dict.fromkeys(c for c in values if c))
+    return tuple(dict.fromkeys(c for c in values if c and not NOT_A_CATEGORY.match(c)))
 
 
 def _recurrence_lines(comp: Component) -> tuple[str, ...]:

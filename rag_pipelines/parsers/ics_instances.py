@@ -3,6 +3,8 @@
 A single event is one instance whatever its date. A recurring series (RRULE/RDATE on its master) is expanded by
 recurring_ical_events (RRULE, RDATE, EXDATE, DST, X-WR-TIMEZONE) over the window only, and at most `cap`
 instances are kept — the ones nearest to the window's anchor (today) — so an unbounded daily rule stays small.
+The work is bounded too, whatever the rule (ics_recurrence.py): a rule too dense to expand near today keeps its
+first occurrence, with a warning that says why.
 Overrides (RECURRENCE-ID) replace the instance they name; cancelled ones (STATUS:CANCELLED, the whole series when
 its master is cancelled, every event of a METHOD:CANCEL calendar) and EXDATEs are not instances. A series with
 no instance in the window keeps one, its first, so an old series stays findable. RANGE=THISANDFUTURE overrides
@@ -15,14 +17,13 @@ times, `20260310T090000` for floating ones, `20260310` for all-day ones.
 from __future__ import annotations
 
 import re
-import warnings
 from dataclasses import dataclass
-from datetime import date, datetime, time, timedelta, timezone, tzinfo
-from itertools import islice
+from datetime import date, datetime, timedelta, timezone, tzinfo
 
 from rag_search.records import Document, Section
 
-from rag_pipelines.parsers.ics import Calendar, Event, known_zone
+from rag_pipelines.parsers.ics import Calendar, Event
+from rag_pipelines.parsers.ics_recurrence import MAX_STEPS, Recurrence, aware, utc
 
 MAX_NAMED = 50  # attendees named in the text; all of them are participants
 ROOMS = ("room", "resource")
@@ -66,9 +67,9 @@ class Expansions:
 
     def __init__(self, previous: "Expansions | None" = None):
         self.previous = previous.used if previous is not None else {}
-        self.used: dict[tuple, list[tuple]] = {}
+        self.used: dict[tuple, tuple[list[tuple], str]] = {}
 
-    def get(self, key: tuple, compute) -> list[tuple]:
+    def get(self, key: tuple, compute) -> tuple[list[tuple], str]:
         if key not in self.used:
             self.used[key] = self.previous[key] if key in self.previous else compute()
         return self.used[key]
@@ -124,19 +125,21 @@ def _rank(ev: Event) -> tuple:
 
 def _series(master: Event, overrides: dict[str, Event], cal: Calendar, window: Window,
             info: CalendarInfo, expansions: Expansions) -> list[Instance]:
-    def expand() -> list[tuple]:
-        series = _expander(master, cal)
-        return _nearest(series, window) or _first(series, master)
+    def expand() -> tuple[list[tuple], str]:
+        rec = _expander(master, cal, window)
+        chosen = _nearest(rec, window) or _first(rec, master)
+        return chosen, rec.note
 
     try:
-        chosen = expansions.get((master.digest, window, cal.tz), expand)
+        chosen, note = expansions.get((master.digest, window, cal.tz), expand)
     except Exception as exc:  # noqa: BLE001 - a rule recurring_ical_events cannot read: index the first one
         note = f"the recurrence rule could not be expanded ({type(exc).__name__}: {str(exc)[:120]}); only the " \
                "first occurrence is indexed"
         return [Instance(master, master.start, end_of(master), rid_text(master.start), True, info, note)]
+    warning = "; ".join(w for w in (master.warning, note) if w)
     out = {}
     for start, end in chosen:
-        out[rid_text(start)] = Instance(master, start, end, rid_text(start), True, info, master.warning)
+        out[rid_text(start)] = Instance(master, start, end, rid_text(start), True, info, warning)
     room = len(chosen) < window.cap
     for rid, ev in overrides.items():
         if ev.status == "CANCELLED":
@@ -146,50 +149,50 @@ def _series(master: Event, overrides: dict[str, Event], cal: Calendar, window: W
     return list(out.values())
 
 
-def _expander(master: Event, cal: Calendar):
-    """recurring_ical_events' Series of the master alone (its DTSTART, DTEND/DURATION, RRULE, RDATE, EXDATE)."""
-    import icalendar
-    import recurring_ical_events
-
-    text = "\n".join(master.recurrence_lines)
-    zones = [ln for tzid, lines in cal.zones.items() if tzid in text and known_zone(tzid) is None for ln in lines]
-    head = [f"X-WR-TIMEZONE:{cal.tz}"] if cal.tz and known_zone(cal.tz) else []
-    lines = ["BEGIN:VCALENDAR", "VERSION:2.0", *head, *zones, "BEGIN:VEVENT", *master.recurrence_lines, "END:VEVENT",
-             "END:VCALENDAR"]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        query = recurring_ical_events.of(icalendar.Calendar.from_ical("\r\n".join(lines) + "\r\n"))
-    return query.series[0]
+def _expander(master: Event, cal: Calendar, window: Window) -> Recurrence:
+    """The master's recurrence (its DTSTART, DTEND/DURATION, RRULE, RDATE, EXDATE), listed with bounded work."""
+    return Recurrence(master, cal, window.anchor)
 
 
-def _nearest(series, window: Window) -> list[tuple]:
-    """(start, end) of the series' occurrences in the window, at most cap, the nearest to the anchor."""
-    limit = 4 * window.cap
-    found = list(islice(series.between(window.start, window.end), limit))
-    if len(found) >= limit:  # a dense rule (hourly, minutely): look outwards from the anchor instead
-        found = list(islice(series.between(window.anchor, window.end), window.cap))
-        span, past = timedelta(hours=1), []
-        while True:  # widen the span back from the anchor until it holds cap occurrences
-            lo = max(window.start, window.anchor - span)
-            wider = list(islice(series.between(lo, window.anchor), limit))
-            if len(wider) >= limit:
-                break  # too many to list: the narrower span's occurrences are the nearest
-            past = wider
-            if len(past) >= window.cap or lo == window.start:
-                break
-            span *= 4
-        found += sorted(past, key=lambda o: utc(o.start, None))[-window.cap:]
-    seen: dict[str, object] = {}
+def _nearest(rec: Recurrence, window: Window) -> list[tuple]:
+    """(start, end) of the series' occurrences in the window, at most cap, the nearest to the anchor.
+
+    The span around the anchor starts as wide as cap occurrences at the rule's densest, and widens 4x while it
+    holds fewer; a span whose listing would cost more than MAX_STEPS is not listed (see ics_recurrence)."""
+    whole = window.end - window.start
+    half = whole if rec.rate <= 0 else min(whole, timedelta(seconds=min(window.cap / rec.rate, 1e10)))
+    found: list[tuple] = []
+    while True:
+        lo, hi = max(window.start, window.anchor - half), min(window.end, window.anchor + half)
+        if rec.steps(lo, hi) > MAX_STEPS:
+            if not found:
+                rec.note = rec.note or _too_dense(rec, lo)
+            break
+        found = rec.between(lo, hi)
+        if len(found) >= window.cap or (lo, hi) == (window.start, window.end):
+            break
+        half *= 4
+    seen: dict[str, tuple] = {}
     for occ in found:
-        seen.setdefault(rid_text(occ.start), occ)
-    ordered = sorted(seen.values(), key=lambda o: abs(utc(o.start, None) - window.anchor))
-    return [(o.start, o.end) for o in ordered[:window.cap]]
+        seen.setdefault(rid_text(occ[0]), occ)
+    ordered = sorted(seen.values(), key=lambda o: abs(utc(o[0], None) - window.anchor))
+    return ordered[:window.cap]
 
 
-def _first(series, master: Event) -> list[tuple]:
+def _first(rec: Recurrence, master: Event) -> list[tuple]:
+    """The series' first occurrence (looked for in a span whose listing stays within MAX_STEPS), else DTSTART."""
     begin = utc(master.start, None) - timedelta(days=2)
-    occ = sorted(islice(series.between(begin, begin + timedelta(days=400)), 50), key=lambda o: utc(o.start, None))
-    return [(occ[0].start, occ[0].end)] if occ else [(master.start, end_of(master))]
+    span = timedelta(days=400) if rec.rate <= 0 else min(timedelta(days=400), timedelta(seconds=1000 / rec.rate))
+    if rec.steps(begin, begin + span) > MAX_STEPS:
+        return [(master.start, end_of(master))]
+    occ = sorted(rec.between(begin, begin + span), key=lambda o: utc(o[0], None))
+    return [occ[0]] if occ else [(master.start, end_of(master))]
+
+
+def _too_dense(rec: Recurrence, lo: datetime) -> str:
+    return (f"the recurrence rule repeats too often to be expanded near today (about {rec.steps(lo, lo):,.0f} "
+            f"occurrences from its start, over the limit of {MAX_STEPS:,}); only its first occurrence is indexed. "
+            "Give the series a later start or an end in the calendar app to index the rest")
 
 
 # -- times ------------------------------------------------------------------------------------------------------
@@ -209,19 +212,6 @@ def rid_text(t) -> str:
     if t.tzinfo is not None:
         t, zone = t.astimezone(timezone.utc), "Z"
     return f"{t.year:04d}{t.month:02d}{t.day:02d}T{t.hour:02d}{t.minute:02d}{t.second:02d}{zone}"
-
-
-def aware(t, zone: tzinfo | None) -> datetime:
-    """A Time as an aware datetime: floating times and dates in `zone` (None: this computer's zone)."""
-    if not isinstance(t, datetime):
-        t = datetime.combine(t, time())
-    if t.tzinfo is not None:
-        return t
-    return t.replace(tzinfo=zone) if zone is not None else t.astimezone()
-
-
-def utc(t, zone: tzinfo | None) -> datetime:
-    return aware(t, zone).astimezone(timezone.utc)
 
 
 def unix(t, zone: tzinfo | None) -> int:

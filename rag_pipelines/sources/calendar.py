@@ -41,7 +41,7 @@ from rag_pipelines.sources.files import root_labels
 from rag_search.keys import path_key
 from rag_pipelines.sources.options import SourceOptions, expand_paths
 
-VERSION = "calendar-1"  # part of every content hash and stamp: bump when the Document of the same event changes
+VERSION = "calendar-2"  # part of every content hash and stamp: bump when the Document of the same event changes
 KEY_SAFE = re.compile(r"[\x21-\x24\x26-\x2e\x30-\x7e]{1,160}")  # printable ASCII without space, '%' or '/'
 
 

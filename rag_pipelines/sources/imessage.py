@@ -11,7 +11,8 @@ Keys: `with/<identifier>/<UTC start>~<first GUID>` (1:1; the person's first iden
 Stamps hash each window's message rows (GUID, date, sender, size, date_edited, attachment count), so an edit or
 a new message changes them; reading a message does not. A message whose attributedBody cannot be decoded is
 recorded as a failed item `<conversation>/undecodable~<GUID>` (counted by `local-rag status`) and left out of
-its window. URIs: `sms:<identifier>` (opens the conversation in Messages), `sms:/open?addresses=a,b` for groups.
+its window. A window's participants are its conversation's handles; its `authors` (metadata) are the handles that
+wrote in it and `me` when you did, what `--from` matches. URIs: `sms:<identifier>` (opens the conversation in Messages), `sms:/open?addresses=a,b` for groups.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from rag_pipelines.sources.base import BaseSource, Loaded, ScanResult, SourceUna
 from rag_pipelines.sources.chat import ChatOptions
 from rag_search.people import normalise_identifier
 
-VERSION = "imessage-1"  # part of every content hash: bump when the Document built from the same rows changes
+VERSION = "imessage-2"  # part of every stamp and content hash: bump when the Document of the same rows changes
 DEFAULT_DB = Path("~/Library/Messages/chat.db")
 LOAD_BATCH = 200  # windows per read of chat.db
 MAX_ATTACHMENT_NAMES = 20  # per window, in metadata (all of them stay in the lines)
@@ -155,9 +156,10 @@ class IMessageSource(BaseSource):
 
     def _loaded(self, key: str, window: _Window, messages: list[db.Message]) -> Loaded:
         conv, opts = window.conversation, self.options
-        lines, senders, attachments, budget = [], set(), [], int(self.limits.max_text_mb * MB)
+        lines, senders, wrote, attachments, budget = [], set(), set(), [], int(self.limits.max_text_mb * MB)
         for m in messages:
             sender = opts.me if m.from_me else _sender(m, conv, self._handle_ids)
+            wrote.add(sender)
             if not m.from_me and sender:
                 senders.add(sender)
             text = m.text.replace(db.PLACEHOLDER, "").strip()[:budget]
@@ -170,9 +172,10 @@ class IMessageSource(BaseSource):
         meta = {"conversation": conv.name, "group": conv.group, "service": services,
                 "attachments": attachments[:MAX_ATTACHMENT_NAMES], **dict(opts.metadata)}
         zone = opts.zone()
-        payload = json.dumps([VERSION, str(zone), conv.name, participants, meta, lines], ensure_ascii=False)
+        authors = tuple(sorted(wrote))
+        payload = json.dumps([VERSION, str(zone), conv.name, participants, authors, meta, lines], ensure_ascii=False)
         return Loaded(key, conv.uri, "chat", stamp=window.stamp, content_hash=hashlib.sha256(payload.encode()).hexdigest(),
-                      parse=lambda: window_document(conv.name, lines, zone, participants, meta))
+                      parse=lambda: window_document(conv.name, lines, zone, participants, meta, authors=authors))
 
 
 def conversations(chats: Mapping[int, db.Chat], handles: Mapping[int, db.Handle],
@@ -237,7 +240,7 @@ def _sender(m: db.Message, conv: Conversation, handle_ids: Mapping[int, str]) ->
 
 def _stamp(conv: Conversation, rows: Sequence[db.Row]) -> str:
     parts = [(r.guid, r.ts, r.handle, r.from_me, r.size, r.edited, r.attachments) for r in rows]
-    return hashlib.sha1(repr((conv.name, conv.identifiers, parts)).encode()).hexdigest()[:20]
+    return hashlib.sha1(repr((VERSION, conv.name, conv.identifiers, parts)).encode()).hexdigest()[:20]
 
 
 def db_day(ts: float) -> str:

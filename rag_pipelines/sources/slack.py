@@ -3,14 +3,19 @@
 Conversations: each public channel (channels.json), private channel (groups.json), group DM (mpims.json) and DM
 (dms.json) is one, read from its folder of `YYYY-MM-DD.json` day files; each thread (a root message with replies,
 wherever the replies' day files are) is one more. Windows are cut as for every chat source
-(parsers/conversation.py: a 4 h silence or a size bound). A ZIP is read in place, member by member, never
-extracted to disk.
+(parsers/conversation.py: a 4 h silence or a size bound). The export is read by slack_export.py: a ZIP in place,
+member by member, never extracted to disk.
 
-Messages: user ids become display names (users.json: display name, else real name, else name), in the text too
-(`<@U123>` → `@Ann`); mrkdwn links and entities are resolved (parsers/mrkdwn.py); an empty `text` falls back to
-the Block Kit blocks and unfurl attachments; edits are marked; shared files are named (their URLs carry access
-tokens and are never indexed); joins, leaves, renames, pins and deleted-thread tombstones are not content.
-Participants are `Name <slack:U…>`.
+Messages: user ids become display names as Slack shows them (users.json: display name, else real name, else
+name), in the text too (`<@U123>` → `@Ann`); mrkdwn links and entities are resolved (parsers/mrkdwn.py), in
+attachments (pretext, title, text, fields) and Block Kit blocks too (section, header and context blocks always;
+rich_text blocks when `text` is empty, since they repeat it); edits are marked; shared files are named (their
+URLs carry access tokens and are never indexed); joins, leaves, renames, pins and deleted-thread tombstones are
+not content. A bot shows as its message's `username`, else its `bot_profile` name, else the integration name an
+export records when the bot was added (`bot_add`: `<…/services/B…|github>`), else "bot".
+Participants are `Name <slack:U…>` — a user whose real name differs from the name shown is there under both
+(`doubledeez <slack:U1>`, `Hermione Granger <slack:U1>`), so either finds them; `authors` (metadata) are those of
+the window's senders, what `--from` matches.
 
 Keys: `<channel|private|mpim|dm>/<conversation id>/<UTC start>~<first ts>`, threads under
 `<…>/<conversation id>/thread~<root ts>/…`: stable while messages are added, and across channel renames.
@@ -21,25 +26,19 @@ from __future__ import annotations
 
 import hashlib
 import json
-import zipfile
 from pathlib import Path
 from typing import Iterator, Literal, Mapping, NamedTuple, Sequence
 
 from pydantic import Field, field_validator
 
 from rag_pipelines.parsers.conversation import Line, Stub, key_part, split, window_document, window_key
-from rag_pipelines.parsers.limits import MB, Limits, human_size
-from rag_pipelines.parsers.mrkdwn import blocks_text, to_text
+from rag_pipelines.parsers.limits import MB, Limits
+from rag_pipelines.parsers.mrkdwn import to_text
 from rag_pipelines.sources.base import BaseSource, Loaded, ScanResult, SourceUnavailable, Stamp
 from rag_pipelines.sources.chat import ChatOptions
-from rag_search.people import participant
+from rag_pipelines.sources.slack_export import Conv, Export, Msg, export_signature, forms, read_export, sender_name
 
-VERSION = "slack-1"
-LISTS = (("channels.json", "channel"), ("groups.json", "private"), ("mpims.json", "mpim"), ("dms.json", "dm"))
-NOT_CONTENT = frozenset({"channel_join", "channel_leave", "group_join", "group_leave", "channel_archive",
-                         "channel_unarchive", "group_archive", "group_unarchive", "channel_name", "group_name",
-                         "pinned_item", "unpinned_item", "bot_add", "bot_remove", "tombstone",
-                         "channel_convert_to_private", "channel_convert_to_public", "reminder_add"})
+VERSION = "slack-2"  # part of every stamp and content hash: bump when the Document of the same messages changes
 MAX_FILE_NAMES = 20
 
 
@@ -51,36 +50,6 @@ class SlackOptions(ChatOptions):
     @classmethod
     def _expand(cls, v: Path) -> Path:
         return Path(v).expanduser().resolve()
-
-
-class Conv(NamedTuple):
-    key: str  # <kind>/<id>, key-safe
-    kind: str  # channel, private, mpim, dm
-    id: str
-    name: str  # as shown: #general, DM: Ann, Bob
-    folder: str
-    members: tuple[str, ...]
-
-
-class Msg(NamedTuple):
-    ts: str  # kept as the string: it is the message's id in its channel
-    user: str  # U… (or B… for a bot without a user)
-    name: str  # a bot's username when it has no user
-    text: str
-    subtype: str
-    edited: bool
-    files: tuple[str, ...]
-    thread_ts: str
-    replies: int
-    extra: str  # unfurls' titles and texts; Block Kit text when `text` is empty
-
-
-class Export(NamedTuple):
-    users: dict[str, str]  # id → display name
-    team: str
-    convs: list[Conv]
-    messages: dict[str, list[Msg]]  # conversation key → its messages (every day file)
-    problems: dict[str, tuple[str, str]]  # local key → (kind, message)
 
 
 class _Window(NamedTuple):
@@ -108,7 +77,8 @@ class SlackSource(BaseSource):
         signature = export_signature(self.options.path)
         if signature != self._signature or self._windows is None:
             export = read_export(self.options.path, self.limits)
-            digest = hashlib.sha1(json.dumps([export.users, [c[:5] for c in export.convs]]).encode()).hexdigest()
+            digest = hashlib.sha1(json.dumps([VERSION, export.users, export.real, export.bots,
+                                              [c[:5] for c in export.convs]]).encode()).hexdigest()
             windows: dict[str, _Window] = {}
             for conv in export.convs:
                 for key, title, thread, msgs in conversation_windows(conv, export.messages.get(conv.key, []),
@@ -146,27 +116,28 @@ class SlackSource(BaseSource):
         return base + (f"&message={w.thread}" if team and w.thread else "")
 
     def _loaded(self, key: str, w: _Window) -> Loaded:
-        users = self._export.users if self._export else {}
-        names = {c.id: c.name.lstrip("#") for c in (self._export.convs if self._export else [])}
-        lines, people, files = [], set(), []
+        export = self._export or Export({}, {}, {}, "", [], {}, {})
+        names = {c.id: c.name.lstrip("#") for c in export.convs}
+        lines, people, authors, files = [], set(), set(), []
         for m in w.msgs:
-            sender = users.get(m.user) or m.name or m.user or "unknown"
+            sender = sender_name(m, export)
             if m.user:
-                people.add(participant(sender, f"slack:{m.user}"))
-            text = "\n".join(t for t in (to_text(m.text, users, names), m.extra) if t.strip())
+                authors.update(forms(m.user, sender, export))
+            text = "\n".join(t for t in (to_text(m.text, export.users, names), m.extra) if t.strip())
             notes = (("edited",) if m.edited else ()) + tuple(f"file: {f}" for f in m.files)
             if m.replies and not w.thread:
                 notes += (f"thread: {m.replies} {'reply' if m.replies == 1 else 'replies'}",)
             files += m.files
             lines.append(Line(float(m.ts), sender, text[: int(self.limits.max_text_mb * MB)], notes))
+        people.update(authors)
         if w.conv.kind in ("dm", "mpim"):
-            people.update(participant(users.get(u) or u, f"slack:{u}") for u in w.conv.members)
+            people.update(p for u in w.conv.members for p in forms(u, export.users.get(u) or u, export))
         meta = {"channel": w.conv.name, "channel_type": w.conv.kind, "channel_id": w.conv.id,
                 "thread_ts": w.thread or None, "files": files[:MAX_FILE_NAMES], **dict(self.options.metadata)}
-        zone, participants = self.options.zone(), tuple(sorted(people))
-        payload = json.dumps([VERSION, str(zone), w.title, participants, meta, lines], ensure_ascii=False)
+        zone, participants, wrote = self.options.zone(), tuple(sorted(people)), tuple(sorted(authors))
+        payload = json.dumps([VERSION, str(zone), w.title, participants, wrote, meta, lines], ensure_ascii=False)
         return Loaded(key, self._uri(w), "chat", stamp=w.stamp, content_hash=hashlib.sha256(payload.encode()).hexdigest(),
-                      parse=lambda: window_document(w.title, lines, zone, participants, meta))
+                      parse=lambda: window_document(w.title, lines, zone, participants, meta, authors=wrote))
 
 
 def conversation_windows(conv: Conv, msgs: list[Msg], users: Mapping[str, str], options: ChatOptions):
@@ -192,142 +163,6 @@ def conversation_windows(conv: Conv, msgs: list[Msg], users: Mapping[str, str], 
         stubs = [Stub(ts, float(ts), len(m.text) + len(m.extra) + 24 * len(m.files)) for ts, m in unique.items()]
         for part in split(stubs, spec):
             yield window_key(ckey, part[0]), title, thread, tuple(unique[s.id] for s in part)
-
-
-# -- the export ------------------------------------------------------------------------------------------------
-
-
-def export_signature(path: Path) -> str:
-    """What changes when the export does: the zip's size and mtime, or every file's under the folder."""
-    try:
-        if path.is_file():
-            st = path.stat()
-            return f"zip:{st.st_size}:{st.st_mtime_ns}"
-        if path.is_dir():
-            parts = sorted((str(p.relative_to(path)), p.stat().st_size, p.stat().st_mtime_ns)
-                           for p in path.rglob("*.json"))
-            return "dir:" + hashlib.sha1(repr(parts).encode()).hexdigest()
-    except OSError as exc:
-        raise SourceUnavailable(f"{path} cannot be read ({exc.strerror or exc}); check its permissions. "
-                                "Nothing indexed from it was removed.") from exc
-    raise SourceUnavailable(f"{path} does not exist; check the path in the config. Nothing indexed from it was "
-                            "removed.")
-
-
-class _Files:
-    """The export's JSON files by their path inside it, from a zip (read in place) or a folder."""
-
-    def __init__(self, path: Path):
-        self.path, self.zip = path, None
-        try:
-            if path.is_file():
-                self.zip = zipfile.ZipFile(path)
-                names = {i.filename: i.file_size for i in self.zip.infolist() if not i.is_dir()}
-            else:
-                names = {str(p.relative_to(path)).replace("\\", "/"): p.stat().st_size for p in path.rglob("*.json")}
-        except (OSError, zipfile.BadZipFile) as exc:
-            raise SourceUnavailable(f"{path} is not a readable Slack export ({exc}); export the workspace again "
-                                    "(Settings → Import/Export). Nothing indexed from it was removed.") from exc
-        root = min((n[: -len("users.json")] for n in names if n.endswith("users.json")
-                    and n.count("/") <= 1), key=len, default=None)
-        if root is None or not any(f"{root}{n}" in names for n, _ in LISTS):
-            raise SourceUnavailable(f"{path} has no users.json and channels.json: not a Slack workspace export (a "
-                                    "single user's TXT export is not supported). Nothing indexed from it was removed.")
-        self.root = root
-        self.sizes = {n[len(root):]: s for n, s in names.items() if n.startswith(root)}
-
-    def read(self, name: str) -> bytes:
-        if self.zip is not None:
-            return self.zip.read(self.root + name)
-        return (self.path / (self.root + name)).read_bytes()
-
-    def close(self) -> None:
-        if self.zip is not None:
-            self.zip.close()
-
-
-def read_export(path: Path, limits: Limits) -> Export:
-    files = _Files(path)
-    try:
-        return _read(files, limits)
-    except (OSError, zipfile.BadZipFile, KeyError) as exc:
-        raise SourceUnavailable(f"{path} could not be read ({exc}); it is tried again on the next run. Nothing "
-                                "indexed from it was removed.") from exc
-    finally:
-        files.close()
-
-
-def _json(files: _Files, name: str) -> list:
-    try:
-        data = json.loads(files.read(name)) if name in files.sizes else []
-    except ValueError as exc:
-        raise SourceUnavailable(f"{files.path}: {name} is not valid JSON ({exc}); export the workspace again. "
-                                "Nothing indexed from it was removed.") from exc
-    return data if isinstance(data, list) else []
-
-
-def _read(files: _Files, limits: Limits) -> Export:
-    users, team = {}, ""
-    for u in _json(files, "users.json") + _json(files, "org_users.json"):
-        if isinstance(u, dict) and u.get("id"):
-            profile = u.get("profile") if isinstance(u.get("profile"), dict) else {}
-            users[u["id"]] = " ".join(str(profile.get("display_name") or profile.get("real_name")
-                                          or u.get("real_name") or u.get("name") or u["id"]).split())
-            team = team or str(u.get("team_id") or "")
-    convs = []
-    for list_name, kind in LISTS:
-        for c in _json(files, list_name):
-            if not isinstance(c, dict) or not c.get("id"):
-                continue
-            members = tuple(str(m) for m in c.get("members") or () if m)
-            folder = str(c["id"] if kind == "dm" else c.get("name") or c["id"])
-            names = ", ".join(users.get(m, m) for m in members)
-            name = {"channel": f"#{folder}", "private": f"#{folder}", "mpim": f"Group DM: {names}",
-                    "dm": f"DM: {names}"}[kind]
-            convs.append(Conv(f"{kind}/{key_part(str(c['id']))}", kind, str(c["id"]), name, folder, members))
-    messages, problems = {}, {}
-    for conv in convs:
-        msgs = messages.setdefault(conv.key, [])
-        for name in sorted(n for n in files.sizes if n.startswith(conv.folder + "/") and n.endswith(".json")):
-            day = name[len(conv.folder) + 1 : -len(".json")]
-            if "/" in day:
-                continue
-            problem_key = f"{conv.key}/file~{key_part(day)}"
-            if files.sizes[name] > limits.max_text_mb * MB:
-                problems[problem_key] = ("too_large", f"{name} is {human_size(files.sizes[name])}, over "
-                                         f"limits.max_text_mb ({limits.max_text_mb} MB); raise it in config.yaml")
-                continue
-            try:
-                data = json.loads(files.read(name))
-            except ValueError as exc:
-                problems[problem_key] = ("corrupt", f"{name} is not valid JSON ({exc}); its messages are left out")
-                continue
-            msgs.extend(m for m in map(lambda d: _message(d, users), data if isinstance(data, list) else []) if m)
-    return Export(users, team, convs, messages, problems)
-
-
-def _message(d: object, users: Mapping[str, str]) -> Msg | None:
-    if not isinstance(d, dict) or d.get("type", "message") != "message" or not d.get("ts"):
-        return None
-    subtype = str(d.get("subtype") or "")
-    if subtype in NOT_CONTENT:
-        return None
-    files = tuple(str(f.get("name") or f.get("title") or "file") for f in d.get("files") or ()
-                  if isinstance(f, dict) and f.get("mode") != "tombstone")
-    extra = []
-    for a in d.get("attachments") or ():
-        if isinstance(a, dict):
-            extra += [str(a[k]) for k in ("title", "text") if a.get(k)] or ([str(a["fallback"])] if a.get("fallback")
-                                                                          else [])
-    text = str(d.get("text") or "")
-    if not text.strip() and d.get("blocks"):
-        extra.insert(0, blocks_text(d["blocks"], users))
-    if not text.strip() and not files and not any(e.strip() for e in extra):
-        return None
-    bot = d.get("bot_profile") if isinstance(d.get("bot_profile"), dict) else {}
-    return Msg(str(d["ts"]), str(d.get("user") or d.get("bot_id") or ""),
-               str(d.get("username") or bot.get("name") or ""), text, subtype, bool(d.get("edited")), files,
-               str(d.get("thread_ts") or ""), int(d.get("reply_count") or 0), "\n".join(e for e in extra if e.strip()))
 
 
 def _cli_params() -> tuple:

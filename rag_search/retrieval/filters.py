@@ -26,7 +26,10 @@ class Filters:
     date_from: int | None = None  # unix seconds, inclusive
     date_to: int | None = None  # unix seconds, inclusive
     include_undated: bool = True  # items without a timestamp pass date filters unless this is False
-    author: str | None = None  # case-insensitive substring of the author/sender
+    author: str | None = None  # case-insensitive substring of the author/sender, or of one of a chat window's authors
+    # the author term's alternatives (its normal form first, then the ids and names of the people it names in the
+    # people directory); set by rag_search.people.resolve_filters, else the term stands alone
+    authors: tuple[str, ...] = ()
     participants: tuple[str, ...] = ()  # each must match (substring) one participant or the author
     # each participant's alternatives (its normal form, and every id and name of the people it names in the
     # people directory); set by rag_search.people.resolve_filters, else each participant stands alone
@@ -101,7 +104,11 @@ def build_where(filters: Filters, collection_ids: tuple[int, ...] = ()) -> SqlFi
     if filters.date_from is None and filters.date_to is None and not filters.include_undated:
         add("c.ts IS NOT NULL")
     if filters.author:
-        add("c.author LIKE ? ESCAPE '\\'", f"%{_like_escape(filters.author)}%")
+        # the item's author, or one of a chat window's authors (a facet: one index range, as for participants)
+        likes = author_patterns(filters.authors or (filters.author,))
+        author = " OR ".join(["c.author LIKE ? ESCAPE '\\'"] * len(likes))
+        wrote = "f.name = 'meta.authors' AND (" + " OR ".join(["f.value LIKE ? ESCAPE '\\'"] * len(likes)) + ")"
+        add(f"({author} OR {_facet_in(wrote)})", *likes, *likes, row=f"({author} OR {_facet_of_row(wrote)})")
     for alternatives in filters.people or tuple((p,) for p in filters.participants):
         likes = [pattern for a in alternatives for pattern in like_patterns(a)]
         who = " OR ".join(["f.value LIKE ? ESCAPE '\\'"] * len(likes))
@@ -145,6 +152,13 @@ def passing(conn: Any, chunk_ids: list[int], where: SqlFilter) -> set[int]:
         f"WHERE c.id IN (SELECT value FROM json_each(?)) AND {where.for_rows}"
     )
     return {r[0] for r in conn.execute(sql, (json.dumps(chunk_ids), *where.params))}
+
+
+def author_patterns(alternatives: tuple[str, ...]) -> list[str]:
+    """LIKE patterns of an author term: the term itself anywhere (`--from` has always meant "contains"), the names
+    and ids the people directory adds for it as `--with` matches them (names at word starts, ids anywhere)."""
+    first, rest = alternatives[0], [a for a in alternatives[1:] if alternatives[0].lower() not in a.lower()]
+    return list(dict.fromkeys([f"%{_like_escape(first)}%", *(p for a in rest for p in like_patterns(a))]))
 
 
 def _facet_in(condition: str) -> str:
