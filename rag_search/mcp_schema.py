@@ -23,7 +23,7 @@ PARAMETERS: dict[str, str] = {
     "date_from": "Items dated on or after: 2024, 2024-03, 2024-03-15, 7d/2w/3m/1y, 'last week', 'yesterday'.",
     "date_to": "Items dated on or before (same forms as date_from; a period counts to its end).",
     "days": "Only items of the last N days (same as date_from='Nd').",
-    "author": "Author or sender contains this text (case-insensitive).",
+    "author": "Who wrote it: author or sender contains this text (case-insensitive), or wrote in the chat window; people-file names too.",
     "participants": "People who all take part: names, e-mail addresses, phones or chat ids (the user's people file "
                     "maps a name to all their ids).",
     "tags": "Tags the items must all have, without '#'; 'a' also matches nested 'a/b'.",

@@ -33,7 +33,7 @@ def parse_meta(pairs: tuple[str, ...]) -> dict[str, list[str]]:
 @click.option("--before", "--until", "before", help="On or before this date (same forms as --after).")
 @click.option("--days", type=click.IntRange(1, MAX_DAYS), help="Within the last N days (same as --after Nd).")
 @click.option("--no-undated", is_flag=True, help="With --after/--before, also drop items that have no date.")
-@click.option("--from", "author", help="Author or sender contains this text.")
+@click.option("--from", "author", help="Who wrote it: author or sender contains this text, or wrote in the chat window (people-file names too).")
 @click.option("--with", "participants", multiple=True,
               help="With this person: a name, address, phone number or chat id; a people file (config `people`) "
                    "maps all of a person's ids to one name (repeatable, all must match).")
