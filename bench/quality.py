@@ -108,8 +108,11 @@ def retrieve_all(engine, bench: qs.BenchSet) -> dict:
 
 def sweep_variants():
     """(name, SearchSettings overrides) of the fusion variants the sweep scores."""
-    variants = [("defaults", {}), ("vector only", dict(keyword_weight=0, keyword_chunk_weight=0)),
-                ("keyword only (item + chunk BM25)", dict(vector_weight=0))]
+    variants = [("defaults", {}), ("vector only", dict(keyword_weight=0, keyword_chunk_weight=0, title_weight=0)),
+                ("keyword only (item + chunk BM25 + names)", dict(vector_weight=0)),
+                ("no names list", dict(title_weight=0))]
+    for wt in (0.25, 0.5, 1.0, 2.0, 3.0):
+        variants.append((f"names weight {wt}", dict(title_weight=wt)))
     for k in (5, 10, 20, 60):
         for wv, wk in ((0.5, 0.5), (0.6, 0.4), (0.4, 0.6)):
             variants.append((f"k={k} vector {wv} / item BM25 {wk}", dict(rrf_k=k, vector_weight=wv, keyword_weight=wk)))

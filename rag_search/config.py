@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from rag_search.errors import ConfigError
 
@@ -58,6 +58,10 @@ class SearchSettings(_Section):
     keyword_chunk_weight: float = Field(
         0.0, ge=0, description="RRF weight of the keyword retriever over chunks (an item ranked by its best chunk)."
     )
+    title_weight: float = Field(
+        0.5, ge=0, description="RRF weight of the names retriever (items whose title, alias or file name the query "
+                               "names; 0: off).",
+    )
     candidates: int = Field(
         50, ge=10, le=1000, description="Items each retriever hands to fusion (at least top_k)."
     )
@@ -70,6 +74,12 @@ class SearchSettings(_Section):
                     "model on your Ollama server), 'off'.",
     )
     rerank_top: int = Field(30, ge=2, le=200, description="How many fused items the reranker reorders.")
+
+    @field_validator("reranker", mode="before")
+    @classmethod
+    def _yaml_off(cls, value):
+        """`reranker: off` unquoted is YAML's false (and `on` its true): read them as meant."""
+        return {False: "off", True: "features"}.get(value, value) if isinstance(value, bool) else value
     rerank_budget_ms: float = Field(
         100.0, gt=0, description="Time the reranker may take per query; past it the fused order stands."
     )

@@ -135,7 +135,7 @@ def _hit_dict(hit: Hit) -> dict:
          "key": hit.key, "item_id": hit.item_id, "chunk_index": hit.chunk_index,
          "heading": " > ".join(hit.heading_path) or None, "page": hit.page, "timestamp": hit.to_dict()["timestamp"],
          "author": hit.author, "tags": list(hit.tags), "score": round(hit.score, 5),
-         "also_matches": [s["heading"] or f"passage {s['chunk_index'] + 1}" for s in hit.sections]}
+         "also_matches": hit.also_matches()}
     return {k: v for k, v in d.items() if v not in (None, [])}  # compact: what is unknown is left out
 
 

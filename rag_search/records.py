@@ -119,6 +119,14 @@ class Hit:
     sections: tuple[dict[str, Any], ...] = ()  # the item's other matching chunks: chunk_index, heading, page
     rerank_score: float | None = None
 
+    def also_matches(self) -> list[str]:
+        """The other matching sections by name, each once, not the hit's own: the heading, else the page, else
+        the passage's position (several passages under one heading are one section to a reader)."""
+        own = " > ".join(self.heading_path)
+        labels = (s["heading"] or (f"page {s['page']}" if s.get("page") is not None else f"passage {s['chunk_index'] + 1}")
+                  for s in self.sections)
+        return [label for label in dict.fromkeys(labels) if label != own]
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "chunk_id": self.chunk_id,

@@ -90,8 +90,9 @@ def test_migration_backfills_an_existing_index(tmp_path, monkeypatch, fake_embed
 @pytest.fixture
 def corpus(store, fake_embedder):
     add_item(store, fake_embedder, "split.md", ["Notes on the zebra enclosure.", "The quokka arrives in May."])
-    add_item(store, fake_embedder, "zebra.md", ["A zebra seen at the park."])
-    add_item(store, fake_embedder, "quokka.md", ["A quokka seen on the island."])
+    # named for neither word: a note *named* Zebra is name evidence of its own (test_names_and_scripts.py)
+    add_item(store, fake_embedder, "park.md", ["A zebra seen at the park."])
+    add_item(store, fake_embedder, "island.md", ["A quokka seen on the island."])
     add_item(store, fake_embedder, "long.md", [f"Chapter {n} about the kube-proxy upgrade and its rollback."
                                                for n in range(8)])
     for n in range(6):

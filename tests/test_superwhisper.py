@@ -221,7 +221,7 @@ def test_incomplete_records_are_retried_until_complete(home, folder):
     emb = HashEmbedder()
     resources._open[("embedder", load_settings(home.config).embedder.model_dump_json(), home.ollama_host)] = emb
     r = CliRunner().invoke(cli, ["index", "superwhisper", "--path", str(folder.base)], catch_exceptions=False)
-    assert r.exit_code == 0 and f"voice: {len(fx.INDEXED)} indexed" in r.output, r.output  # configured, same source
+    assert r.exit_code == 6 and f"voice: {len(fx.INDEXED)} indexed" in r.output, r.output  # configured, same source
     assert "[incomplete] the recording is still running" in r.output
     cfg, store = load_collections(home)["voice"], resources.RagResource().store()
     assert plan_sync(store, cfg).empty  # the sensor's view: failed items wait for a change

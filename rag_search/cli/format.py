@@ -69,9 +69,8 @@ def render_hits(result: SearchResult, explain: bool = False) -> str:
         if where:
             lines.append("   " + click.style(" · ".join(where), dim=True))
         lines.append("   " + _bold_marks(hit.snippet))
-        if hit.sections:
-            also = ", ".join(s["heading"] or f"passage {s['chunk_index'] + 1}" for s in hit.sections)
-            lines.append("   " + click.style(f"also matches: {also}", dim=True))
+        if hit.also_matches():
+            lines.append("   " + click.style(f"also matches: {', '.join(hit.also_matches())}", dim=True))
         if explain:
             lines.append("   " + click.style(explain_ranks(hit), dim=True))
         lines.append("")

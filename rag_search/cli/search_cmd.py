@@ -23,7 +23,19 @@ def parse_meta(pairs: tuple[str, ...]) -> dict[str, list[str]]:
     return out
 
 
-@click.command("search")
+class SearchCommand(click.Command):
+    """A query that starts with '-' reads as an option: the error says to put `--` before it."""
+
+    def parse_args(self, ctx, args):
+        try:
+            return super().parse_args(ctx, args)
+        except click.NoSuchOption as exc:
+            exc.message += (f". If it is part of your query, put -- before the query: "
+                            f"local-rag search [OPTIONS] -- {exc.option_name} ...")
+            raise
+
+
+@click.command("search", cls=SearchCommand)
 @click.argument("query", nargs=-1, required=True)
 @click.option("--collection", "-c", "collections", multiple=True, help="Only this collection (repeatable).")
 @click.option("--type", "source_types", multiple=True, help="Only this source type, e.g. markdown, pdf (repeatable).")

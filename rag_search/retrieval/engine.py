@@ -20,12 +20,13 @@ from rag_search.config import SearchSettings
 from rag_search.embedders.base import Embedder
 from rag_search.errors import QueryError
 from rag_search.records import Hit, chunk_body
-from rag_search.retrieval import keyword, vector
+from rag_search.retrieval import keyword, titles, vector
 from rag_search.retrieval.bit_matrix import BitMatrix
 from rag_search.retrieval.filters import Filters, SqlFilter, build_where, passing
 from rag_search.retrieval.fusion import FusedItem, Fused, fuse_chunks, fuse_items, item_ranking
 from rag_search.retrieval.rerank import Candidate, FeatureReranker, Reranker, apply_rerank, load_reranker
 from rag_search.retrieval.snippets import snippet, term_pattern
+from rag_search.retrieval.titles import NameMatch
 from rag_search.store import Store
 from rag_search.store.vectors import check_embedder, recorded_embedder
 
@@ -74,6 +75,7 @@ class Retrieved:
     chunk_distance: dict[int, float] = field(default_factory=dict)  # cosine distance of vector candidates
     query_vector: np.ndarray | None = None
     exact: dict[int, list[str]] = field(default_factory=dict)  # item → rare query terms only it (or few) hold
+    names: dict[int, NameMatch] = field(default_factory=dict)  # item → its name the query best covers (titles.py)
 
 
 @dataclass
@@ -110,7 +112,8 @@ class SearchEngine:
     @property
     def weights(self) -> dict[str, float]:
         s = self.settings
-        return {"vector": s.vector_weight, "keyword": s.keyword_weight, "keyword_chunks": s.keyword_chunk_weight}
+        return {"vector": s.vector_weight, "keyword": s.keyword_weight, "keyword_chunks": s.keyword_chunk_weight,
+                "title": s.title_weight}
 
     @property
     def chunk_weights(self) -> dict[str, float]:
@@ -172,8 +175,9 @@ class SearchEngine:
         pinned = sorted(got.exact, key=lambda i: -len(got.exact[i]))
         if result is not None:
             result.exact_terms = sorted({t for ts in got.exact.values() for t in ts})
+        strengths = {"title": {i: m.score for i, m in got.names.items()}} if got.names else None
         return fuse_items(got.item_rankings, got.chunk_rankings, got.item_of, self.weights, self.chunk_weights,
-                          self.settings.rrf_k, pinned)
+                          self.settings.rrf_k, pinned, strengths)
 
     def _collection_ids(self, names: tuple[str, ...]) -> tuple[int, ...]:
         ids = []
@@ -224,6 +228,12 @@ class SearchEngine:
         if self.settings.exact_max_items and hybrid:  # keyword mode: BM25 already puts rare terms first
             got.exact = keyword.exact_items(conn, terms, where, self.settings.exact_max_items)
         result.timings_ms["keyword"] = _ms(t0)
+        if self.settings.title_weight > 0:
+            t0 = time.perf_counter()
+            matches = titles.search(conn, result.request.query, terms, where, limit, n_items, self._df_cache)
+            got.item_rankings["title"] = [m.item_id for m in matches]
+            got.names = {m.item_id: m for m in matches}
+            result.timings_ms["title"] = _ms(t0)
 
     def _keyword_chunks(self, terms, where: SqlFilter, limit: int, n_total: int, hybrid: bool) -> keyword.KeywordRun:
         """The filter goes inside the FTS query: FTS5 ranks every match whatever the LIMIT, so ranking the unfiltered

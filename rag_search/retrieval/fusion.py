@@ -21,16 +21,21 @@ class Fused:
         return self.id
 
 
-def rrf(rankings: dict[str, list[int]], weights: dict[str, float], k: int = 60) -> list[Fused]:
-    """Fuse ranked id lists (best first, ranks from 1); ties keep the better best rank first."""
+def rrf(rankings: dict[str, list[int]], weights: dict[str, float], k: int = 60,
+        strengths: dict[str, dict[int, float]] | None = None) -> list[Fused]:
+    """Fuse ranked id lists (best first, ranks from 1); ties keep the better best rank first.
+
+    strengths: for a list whose scores mean something on their own (the names list: how much of an item's name,
+    and of the query, a match covers), each id's contribution is also scaled by its strength (0..1)."""
     fused: dict[int, Fused] = {}
     for name, ids in rankings.items():
         weight = weights.get(name, 1.0)
         if weight <= 0:
             continue
+        scale = (strengths or {}).get(name)
         for rank, id_ in enumerate(ids, start=1):
             entry = fused.setdefault(id_, Fused(id_))
-            entry.score += weight / (k + rank)
+            entry.score += weight * (scale[id_] if scale else 1.0) / (k + rank)
             entry.ranks[name] = rank
     return sorted(fused.values(), key=lambda f: (-f.score, min(f.ranks.values()), f.id))
 
@@ -55,10 +60,10 @@ class FusedItem:
 
 def fuse_items(item_rankings: dict[str, list[int]], chunk_rankings: dict[str, list[int]], item_of: dict[int, int],
                weights: dict[str, float], chunk_weights: dict[str, float], k: int,
-               pinned: list[int] = ()) -> list[FusedItem]:
+               pinned: list[int] = (), strengths: dict[str, dict[int, float]] | None = None) -> list[FusedItem]:
     """Items by RRF over the item rankings; each with its chunks ordered by RRF over the chunk rankings.
 
-    pinned: items that go first, in this order (exact rare-term matches, see engine).
+    pinned: items that go first, in this order (exact rare-term matches, see engine); strengths: see rrf.
     """
     chunks = rrf(chunk_rankings, chunk_weights, k)
     by_item: dict[int, list] = {}
@@ -66,7 +71,7 @@ def fuse_items(item_rankings: dict[str, list[int]], chunk_rankings: dict[str, li
         if f.id in item_of:
             by_item.setdefault(item_of[f.id], []).append(f)
     out = []
-    for f in rrf(item_rankings, weights, k):
+    for f in rrf(item_rankings, weights, k, strengths):
         mine = by_item.get(f.id, [])
         best = mine[0] if mine else None
         out.append(FusedItem(f.id, f.score, f.ranks, best.id if best else None, best.ranks if best else {},

@@ -24,6 +24,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from rag_search import cjk
 from rag_search.retrieval.filters import SqlFilter
 from rag_search.retrieval.identifiers import is_mixed_case, split_identifier
 
@@ -48,6 +49,7 @@ class Term:
     phrase: bool = False  # several words that must appear in order
     prefix: bool = False
     split: str | None = None  # a mixed-case identifier's words (parseConfig → "parse config"), matched as well
+    gram: bool = False  # a bigram of a run of unspaced script (Chinese, Japanese: rag_search.cjk)
 
     def fts(self) -> str:
         quoted = '"' + self.text.replace('"', '""') + '"' + ("*" if self.prefix else "")
@@ -65,12 +67,15 @@ def parse_terms(query: str) -> list[Term]:
     """The searchable terms of a user query, stopwords dropped unless nothing else is left."""
     terms: list[Term] = []
     for phrase in _PHRASE.findall(query):
-        words = _WORD.findall(phrase.lower())
+        words = [g for w in _WORD.findall(phrase.lower()) for g in _grams_or_word(w)]
         if words:
             terms.append(Term(" ".join(words), phrase=len(words) > 1))
     rest = _PHRASE.sub(" ", query)
     for raw in rest.split():
         token = raw.strip(_EDGE_PUNCT)
+        if cjk.has_cjk(token):
+            terms += _cjk_terms(token)
+            continue
         prefix = token.endswith("*")
         words = _WORD.findall(token.rstrip("*").lower())
         if not words:
@@ -78,6 +83,24 @@ def parse_terms(query: str) -> list[Term]:
         terms.append(Term(" ".join(words), phrase=len(words) > 1, prefix=prefix, split=_split(token.rstrip("*"))))
     meaningful = [t for t in terms if t.phrase or t.prefix or t.text not in STOPWORDS]
     return list(dict.fromkeys(meaningful or terms))[:MAX_TERMS]
+
+
+def _grams_or_word(word: str) -> list[str]:
+    return [g for piece, is_cjk in cjk.split_runs(word) for g in (cjk.grams(piece) if is_cjk else [piece])]
+
+
+def _cjk_terms(token: str) -> list[Term]:
+    """A word holding unspaced script: its other parts as words, each of its runs' bigrams a term of its own (OR:
+    text holding more of them ranks first; their chunks hold the same bigrams as keywords, rag_search.cjk)."""
+    out = []
+    for piece, is_cjk in cjk.split_runs(token.lower()):
+        if is_cjk:
+            out += [Term(g, gram=True) for g in cjk.grams(piece)]
+        else:
+            words = _WORD.findall(piece)
+            if words:
+                out.append(Term(" ".join(words), phrase=len(words) > 1))
+    return out
 
 
 def _split(token: str) -> str | None:
@@ -212,13 +235,23 @@ def exact_items(conn: Any, terms: list[Term], where: SqlFilter, max_items: int) 
     out: dict[int, list[str]] = {}
     sql = keyword_sql(where, ITEMS).replace(" ORDER BY items_fts.rank", "")  # a count, not a ranking: no BM25
     for t in terms:
-        if t.prefix or (t.text in STOPWORDS and not t.phrase):
+        if t.prefix or t.gram or (t.text in STOPWORDS and not t.phrase):  # a bigram alone is no identifier
             continue
         ids = [r[0] for r in conn.execute(sql, (t.fts(), *where.params, max_items + 1))]
         if 0 < len(ids) <= max_items:
             for item in ids:
-                out.setdefault(item, []).append(t.text)
+                if _literally(conn, item, t):
+                    out.setdefault(item, []).append(t.text)
     return out
+
+
+def _literally(conn: Any, item_id: int, term: Term) -> bool:
+    """The item holds the term as written, not only its stem: "equations" must not pin the one note that says
+    "equate" (porter makes both "equat")."""
+    words = term.text.split()
+    pattern = re.compile(r"(?<!\w)" + r"\W+".join(map(re.escape, words)) + r"(?!\w)", re.IGNORECASE)
+    rows = conn.execute("SELECT title, text FROM chunks WHERE item_id = ?", (item_id,))
+    return any(pattern.search(title) or pattern.search(text) for title, text in rows)
 
 
 def best_chunks(conn: Any, item_ids: list[int], expression: str | None, where: SqlFilter, probe: bool = False,

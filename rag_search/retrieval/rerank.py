@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
+from rag_search import cjk
 from rag_search.retrieval.keyword import MAX_TERMS, STOPWORDS
 
 if TYPE_CHECKING:
@@ -47,13 +48,16 @@ class Candidate:
     bm25: float | None = None  # whole-item BM25 (FTS5 rank: negative, lower is better)
     distance: float | None = None  # cosine distance of the best-matching chunk to the query, if known
     exact: int = 0  # rare query terms only this item (or very few) holds
+    name: float = 0.0  # how well the query names the item (its title, an alias: retrieval/titles.py), 0..1
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def of(cls, item: FusedItem, got: Retrieved, title_text: tuple[str, str], rank: int = 0) -> Candidate:
         dists = [got.chunk_distance[c] for c in [item.chunk_id, *item.others] if c in got.chunk_distance]
+        named = got.names.get(item.item_id)
         return cls(item.item_id, item.chunk_id, title_text[0], title_text[1], rank, item.score,
-                   got.item_bm25.get(item.item_id), min(dists) if dists else None, len(got.exact.get(item.item_id, ())))
+                   got.item_bm25.get(item.item_id), min(dists) if dists else None, len(got.exact.get(item.item_id, ())),
+                   named.score if named else 0.0)
 
 
 class Reranker(Protocol):
@@ -99,14 +103,22 @@ def _fill_distances(store: Any, query: np.ndarray, candidates: list[Candidate]) 
 
 # -- the offline feature reranker -------------------------------------------------------------
 
-FEATURES = ("fused", "bm25", "cosine", "coverage", "title", "proximity", "exact")
+FEATURES = ("fused", "bm25", "cosine", "coverage", "title", "proximity", "exact", "name")
 # Fitted on SciFact train (809 queries) by `python bench/quality.py --fit-rerank`; see docs for the figures.
 DEFAULT_WEIGHTS = {"fused": 3.515, "bm25": 1.633, "cosine": 1.585, "coverage": 1.101, "title": 0.653,
                    "proximity": -0.071, "exact": 0.573}
 
 
+def tokens(text: str) -> list[str]:
+    """Lower-case words, runs of unspaced script (Chinese, Japanese) as their bigrams (rag_search.cjk)."""
+    words = _WORD.findall(text.lower())
+    if not any(cjk.has_cjk(w) for w in words):
+        return words
+    return [g for w in words for piece, is_cjk in cjk.split_runs(w) for g in (cjk.grams(piece) if is_cjk else [piece])]
+
+
 def query_words(query: str) -> list[str]:
-    words = [w for w in _WORD.findall(query.lower())]
+    words = tokens(query)
     return (list(dict.fromkeys(w for w in words if w not in STOPWORDS)) or list(dict.fromkeys(words)))[:MAX_TERMS]
 
 
@@ -125,9 +137,9 @@ def features(query: str, candidates: list[Candidate]) -> np.ndarray:
     top_bm25 = max((-c.bm25 for c in candidates if c.bm25 is not None), default=0.0)
     rows = []
     for c in candidates:
-        raw = _WORD.findall(c.text.lower())
+        raw = tokens(c.text)
         stem_of = {w: _stem(w) for w in set(raw)}  # each distinct word stemmed once (a chunk repeats its words)
-        title = {_stem(w) for w in _WORD.findall(c.title.lower())}
+        title = {_stem(w) for w in tokens(c.title)}
         present = set(stem_of.values())
         covered = [q for q in qstems if q in present]
         words = [stem_of[w] for w in raw] if len(covered) > 1 else []  # positions matter for proximity only
@@ -139,6 +151,7 @@ def features(query: str, candidates: list[Candidate]) -> np.ndarray:
             sum(q in title for q in qstems) / len(qstems) if qstems else 0.0,
             _proximity(words, set(covered)),
             min(c.exact, 2) / 2,
+            c.name,
         ])
     return np.asarray(rows, dtype=np.float64).reshape(len(candidates), len(FEATURES))
 

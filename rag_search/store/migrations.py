@@ -6,8 +6,11 @@ an embedder is first bound to the index (see `rag_search.store.vectors`).
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timezone
 from typing import Any
+
+from rag_search.names import MAX_NAMES
 
 # An item's text for items_fts, from its chunks: each chunk without the item title that opens its context
 # line (headings stay), in order. One definition for the backfill and for every write.
@@ -220,7 +223,48 @@ MIGRATIONS: list[tuple[str, str]] = [
     ),
 ]
 
+# 0009_item_names: an item's names (title, aliases, file name, a book's authors: rag_search.names) in a table of
+# their own, one row each (rowid = item id * MAX_NAMES + n), searched as a ranked list (retrieval/titles.py).
+# Written with the item (writes.write_item_names); existing items are filled by `backfill_item_names`.
+ITEM_NAMES_SQL = """
+        CREATE VIRTUAL TABLE item_names USING fts5(name, kind UNINDEXED, tokenize='porter unicode61');
+        CREATE TRIGGER item_names_delete AFTER DELETE ON items BEGIN
+            DELETE FROM item_names WHERE rowid BETWEEN old.id * {n} AND old.id * {n} + {last};
+        END;
+""".format(n=MAX_NAMES, last=MAX_NAMES - 1)
+MIGRATIONS.append(("0009_item_names", ITEM_NAMES_SQL))
+# 0010_cjk_bigrams: chunks holding unspaced script (Chinese, Japanese) get its bigrams as keywords (rag_search.cjk);
+# the work is backfill_cjk_keywords.
+MIGRATIONS.append(("0010_cjk_bigrams", "SELECT 1;"))
+
 SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def backfill_item_names(conn: Any) -> None:
+    """Names of items indexed before 0009, from each item's row and its first chunk (inside the migration)."""
+    from rag_search.store.writes import write_item_names
+
+    rows = conn.execute("SELECT i.id, i.title, i.key, i.source_type, c.metadata, c.participants FROM items i "
+                        "JOIN chunks c ON c.item_id = i.id AND c.idx = (SELECT min(idx) FROM chunks WHERE item_id = i.id)")
+    for item_id, title, key, stype, meta, people in rows.fetchall():
+        write_item_names(conn, item_id, title, key, stype, json.loads(meta or "{}"), tuple(json.loads(people or "[]")))
+
+
+def backfill_cjk_keywords(conn: Any) -> None:
+    """Chunks written before 0010 that hold unspaced script get its bigrams as keywords (chunks_fts follows by its
+    update trigger); their items' whole-text rows are written again."""
+    from rag_search import cjk
+    from rag_search.store.writes import chunk_keywords, write_item_text
+
+    rows = conn.execute("SELECT id, item_id, keywords, title, text FROM chunks WHERE text GLOB ? OR title GLOB ?",
+                        (cjk.GLOB, cjk.GLOB)).fetchall()
+    for chunk_id, _, keywords, title, text in rows:
+        conn.execute("UPDATE chunks SET keywords = ? WHERE id = ?", (chunk_keywords(keywords, title, text), chunk_id))
+    for item_id in sorted({r[1] for r in rows}):
+        write_item_text(conn, item_id)
+
+
+AFTER = {"0009_item_names": backfill_item_names, "0010_cjk_bigrams": backfill_cjk_keywords}  # Python steps run inside a migration's transaction, after its SQL
 
 
 def applied(conn: Any) -> list[str]:
@@ -249,9 +293,12 @@ def migrate(conn: Any) -> list[str]:
         _announce(conn, name)
         now = datetime.now(timezone.utc).isoformat(timespec="seconds")
         script = f"BEGIN;\n{sql}\nINSERT INTO migrations(name, applied_at) VALUES ('{name}', '{now}');\n"
-        script += f"INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', '{len(done) + len(ran) + 1}');\nCOMMIT;"
+        script += f"INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', '{len(done) + len(ran) + 1}');"
         try:
             conn.executescript(script)
+            if name in AFTER:
+                AFTER[name](conn)
+            conn.execute("COMMIT")
         except Exception:
             conn.rollback()
             raise

@@ -7,7 +7,9 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
+from rag_search import cjk
 from rag_search.errors import StoreError
+from rag_search.names import MAX_NAMES, item_names
 from rag_search.records import Chunk, Fingerprint, ItemRef, dumps
 from rag_search.store import vectors
 from rag_search.store.database import Store
@@ -70,6 +72,9 @@ def replace_item(
             "INSERT INTO item_links(item_id, target) VALUES (?, ?)", [(item_id, t) for t in dict.fromkeys(links)]
         )
         write_item_text(conn, item_id)
+        first = chunks[0] if chunks else None
+        write_item_names(conn, item_id, title, ref.key, ref.source_type, first.metadata if first else {},
+                         first.participants if first else ())
         conn.execute("DELETE FROM item_texts WHERE item_id = ?", (item_id,))
         if text is not None:
             conn.execute("INSERT INTO item_texts(item_id, text) VALUES (?, ?)", (item_id, text))
@@ -80,6 +85,16 @@ def write_item_text(conn: Any, item_id: int) -> None:
     """Re-derive the item's row of the whole-item keyword index from its chunks (inside the caller's transaction)."""
     conn.execute("DELETE FROM items_fts WHERE rowid = ?", (item_id,))
     conn.execute(f"INSERT INTO items_fts(rowid, title, text) {ITEM_TEXT_SQL.format(where='i.id = ?')}", (item_id,))
+
+
+def write_item_names(conn: Any, item_id: int, title: str, key: str, source_type: str, metadata: dict,
+                     authors: tuple[str, ...] = ()) -> None:
+    """Replace the item's rows of item_names (its title, aliases, file name...: rag_search.names)."""
+    base = item_id * MAX_NAMES
+    conn.execute("DELETE FROM item_names WHERE rowid BETWEEN ? AND ?", (base, base + MAX_NAMES - 1))
+    conn.executemany("INSERT INTO item_names(rowid, name, kind) VALUES (?, ?, ?)",
+                     [(base + n, name, kind) for n, (name, kind) in
+                      enumerate(item_names(title, key, source_type, metadata, authors))])
 
 
 def _upsert_item(
@@ -108,7 +123,7 @@ def _insert_chunk(conn: Any, item_id: int, coll_id: int, ch: Chunk) -> int:
         (
             item_id, coll_id, ch.index, ch.title, ch.text, dumps(list(ch.heading_path)), ch.page, ch.ts,
             ch.author, dumps(list(ch.participants)), dumps(list(ch.tags)), dumps(ch.metadata), ch.content_hash,
-            ch.keywords,
+            chunk_keywords(ch.keywords, ch.title, ch.text),
         ),
     ).fetchone()
     conn.executemany(
@@ -116,6 +131,13 @@ def _insert_chunk(conn: Any, item_id: int, coll_id: int, ch: Chunk) -> int:
         [(chunk_id, name, value) for name, value in facets(ch)],
     )
     return chunk_id
+
+
+def chunk_keywords(keywords: str, title: str, text: str) -> str:
+    """What a chunk is found by but never shows: its own keywords (split code identifiers) and the bigrams of its
+    unspaced-script runs (rag_search.cjk)."""
+    grams = cjk.bigrams(f"{title}\n{text}") if cjk.has_cjk(title) or cjk.has_cjk(text) else ""
+    return f"{keywords} {grams}".strip() if grams else keywords
 
 
 MAX_FACET_VALUE = 200  # characters: longer values are text, not something to filter on

@@ -1,0 +1,134 @@
+"""Names as evidence (titles, aliases, file names: retrieval/titles.py) and unspaced scripts (rag_search.cjk), on real
+SQLite indexes with the bundled model."""
+
+from __future__ import annotations
+
+from conftest import add_doc
+
+from rag_search.config import SearchSettings
+from rag_search.names import item_names
+from rag_search.retrieval import SearchEngine, SearchRequest
+from rag_search.store import Store, migrations
+
+MENTIONS = ("Tags help you organize notes: tags on notes, tags in notes, and core plugins that use tags to organize "
+            "notes by their tags. ")
+
+
+def notes(store, embedder):
+    """A page named for the question, and pages that merely mention its words more often, in a vault where most
+    pages are about using and organizing notes (so those words say little)."""
+    for n, topic in enumerate(["Folders", "Links", "Search", "Graph view", "Daily notes", "Canvas", "Sync",
+                               "Publish", "Backlinks", "Bookmarks"]):
+        add_doc(store, embedder, "help", f"{topic}.md", f"How to use {topic.lower()} to organize your notes. "
+                f"Notes and more notes: use {topic.lower()} page {n}.", title=topic)
+    add_doc(store, embedder, "help", "Tags.md", "Write #tag in the text or list it in the properties. Nested ones have slashes.",
+            title="Tags")
+    add_doc(store, embedder, "help", "Core plugins.md", MENTIONS * 3, title="Core plugins")
+    add_doc(store, embedder, "help", "Glossary.md", MENTIONS * 2 + "A glossary of terms.", title="Glossary")
+    add_doc(store, embedder, "help", "Callouts.md", "> [!note] A box that stands out from the text.", title="Callouts",
+            metadata={"aliases": ["Admonitions"]})
+    add_doc(store, embedder, "help", "Style guide.md", "Callout boxes and admonitions: use them sparingly. " * 4,
+            title="Style guide")
+
+
+def test_a_page_named_for_the_question_ranks_first(store, builtin_embedder):
+    notes(store, builtin_embedder)
+    off = SearchEngine(store, builtin_embedder, SearchSettings(title_weight=0, reranker="off"))
+    on = SearchEngine(store, builtin_embedder, SearchSettings(reranker="off"))
+    query = "how to use tags to organize notes"
+    assert off.search(SearchRequest(query, mode="keyword")).hits[0].key != "Tags.md"  # BM25 alone: the mentions win
+    hit = on.search(SearchRequest(query, mode="keyword")).hits[0]
+    assert hit.key == "Tags.md" and hit.item_ranks["title"] == 1  # what --explain shows
+    assert on.search(SearchRequest("admonitions", mode="keyword")).hits[0].key == "Callouts.md"  # an alias names it
+    assert SearchEngine(store, builtin_embedder).search(SearchRequest(query)).hits[0].key == "Tags.md"  # defaults
+
+
+def test_a_name_of_one_common_word_is_no_evidence(store, builtin_embedder):
+    """A page called 'Notes' is not what 'rename a batch of notes with a pattern' asks for."""
+    notes(store, builtin_embedder)
+    add_doc(store, builtin_embedder, "help", "Notes.md", "What a note is.", title="Notes")
+    engine = SearchEngine(store, builtin_embedder, SearchSettings(reranker="off"))
+    result = engine.search(SearchRequest("rename a whole batch of tags and notes at once using a pattern"))
+    assert all("title" not in h.item_ranks for h in result.hits if h.key == "Notes.md")
+
+
+def test_names_of_an_item():
+    assert item_names("Kube Upgrade", "Projects/Work/kube-upgrade.md", "markdown", {"aliases": ["k8s upgrade", 3]}) == [
+        ("Kube Upgrade", "title"), ("k8s upgrade", "alias"), ("kube-upgrade", "file")]
+    assert item_names("Re: offsite", "<CAF1@mail.example.com>", "email", {}) == [("Re: offsite", "title")]
+    assert ("Charles Dickens", "author") in item_names("A Christmas Carol", "book/12", "book", {}, ("Charles Dickens",))
+
+
+def test_the_migration_names_items_indexed_before(store, fake_embedder):
+    add_doc(store, fake_embedder, "n", "Runbook.md", "Roll back kube-proxy.", title="Runbook",
+            metadata={"aliases": ["Ops runbook"]})
+    store.conn.execute("DELETE FROM item_names")
+    migrations.backfill_item_names(store.conn)
+    names = {r[0] for r in store.conn.execute("SELECT name FROM item_names")}
+    assert names == {"Runbook", "Ops runbook"}
+
+
+def test_chinese_words_inside_unspaced_text_are_found(store, builtin_embedder):
+    """unicode61 made one token of a whole run: 全屏模态框 found nothing in 全屏的模态框."""
+    add_doc(store, builtin_embedder, "docs", "teleport.md", "Teleport 可以把全屏的模态框渲染到 body 下面。", title="Teleport")
+    add_doc(store, builtin_embedder, "docs", "computed.md", "计算属性会基于其响应式依赖被缓存。", title="计算属性")
+    engine = SearchEngine(store, builtin_embedder)
+    assert engine.search(SearchRequest("全屏模态框", mode="keyword")).hits[0].key == "teleport.md"
+    assert engine.search(SearchRequest("属性缓存", mode="keyword")).hits[0].key == "computed.md"
+    hit = engine.search(SearchRequest('"模态框"', mode="keyword")).hits[0]  # a quoted phrase: in sequence
+    assert hit.key == "teleport.md" and "模态框" in hit.text  # shown as written, never the bigrams
+
+
+def test_the_migration_gives_old_chunks_their_bigrams(tmp_path, fake_embedder):
+    store = Store.open(tmp_path / "rag.db")
+    add_doc(store, fake_embedder, "docs", "a.md", "可以把全屏的模态框渲染到下面")
+    store.conn.execute("UPDATE chunks SET keywords = ''")  # as written before 0010
+    store.conn.execute("INSERT INTO items_fts(items_fts) VALUES ('delete-all')")
+    migrations.backfill_cjk_keywords(store.conn)
+    assert "模态" in store.conn.execute("SELECT keywords FROM chunks").fetchone()[0]
+    found = store.conn.execute("SELECT rowid FROM items_fts WHERE items_fts MATCH '\"模态\"'").fetchall()
+    assert found
+    store.close()
+
+
+def test_also_matches_names_each_section_once_and_pages_by_number():
+    """`also matches: Syncthing, Syncthing` and `passage 4` for a PDF page."""
+    from rag_search.records import Hit
+
+    hit = Hit(1, 1, "c", "pdf", "k", "u", "t", "x", "x", 0, ("Sync",), 3, None, None, (), {}, 1.0,
+              sections=({"chunk_index": 2, "heading": "Syncthing", "page": None},
+                        {"chunk_index": 5, "heading": "Syncthing", "page": None},
+                        {"chunk_index": 6, "heading": "Sync", "page": None},
+                        {"chunk_index": 3, "heading": None, "page": 4},
+                        {"chunk_index": 8, "heading": None, "page": None}))
+    assert hit.also_matches() == ["Syncthing", "page 4", "passage 9"]
+
+
+def test_a_stem_shared_with_one_note_does_not_pin_it(store, builtin_embedder):
+    """'equations' stems to 'equat', as 'equate' in one note does: that note was put first as a one-item term."""
+    from rag_search.retrieval.keyword import exact_items, parse_terms
+    from rag_search.retrieval.filters import SqlFilter
+
+    add_doc(store, builtin_embedder, "n", "ledger.md", "We equate the two balances at month end.")
+    add_doc(store, builtin_embedder, "n", "ids.md", "Ticket INV-2024-0042 is open.")
+    where = SqlFilter("1", ())
+    assert exact_items(store.conn, parse_terms("equations"), where, 1) == {}
+    assert list(exact_items(store.conn, parse_terms("INV-2024-0042"), where, 1).values()) == [["inv 2024 0042"]]
+
+
+def test_reranker_off_unquoted_in_yaml_means_off(tmp_path):
+    from rag_search.config import load_settings
+
+    config = tmp_path / "config.yaml"
+    config.write_text("search:\n  reranker: off\n")  # YAML reads it as false
+    assert load_settings(config).search.reranker == "off"
+
+
+def test_a_query_starting_with_a_dash_says_to_use_double_dash(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from rag_search.cli.main import cli
+
+    monkeypatch.setenv("LOCAL_RAG_HOME", str(tmp_path))
+    result = CliRunner().invoke(cli, ["search", "--verbose flag meaning"])
+    assert result.exit_code == 2 and "put -- before the query" in result.output
