@@ -121,7 +121,8 @@ def _judged(js: judged_sets.JudgedSet, mirror: str) -> BenchSet:
 def ensure_index(bench: BenchSet, variant: str = "", config: str | None = None, rebuild: bool = False) -> Path:
     """The set's corpus indexed by `local-rag index project` in its own home (reused when complete)."""
     bench.ready()
-    home = HERE / "out" / (bench.name if not variant else f"{bench.name}-{variant}") / "home"
+    root = bench.docs.parent
+    home = (root if not variant else root.with_name(f"{root.name}-{variant}")) / "home"
     if rebuild and home.exists():
         shutil.rmtree(home)
     files = sum(1 for p in bench.docs.rglob("*") if p.is_file() and not p.name.startswith("."))

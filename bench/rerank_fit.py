@@ -17,7 +17,7 @@ def rows_for(bench: qs.BenchSet, home, engine_for) -> dict:
     from rag_search.config import SearchSettings
     from rag_search.retrieval import Filters, keyword
     from rag_search.retrieval.engine import SearchResult
-    from rag_search.retrieval.rerank import Candidate, _fill_distances, features
+    from rag_search.retrieval.rerank import _fill_distances, features
     from quality import retrieve_all
 
     engine = engine_for(home, SearchSettings(candidates=100))
@@ -32,8 +32,11 @@ def rows_for(bench: qs.BenchSet, home, engine_for) -> dict:
         terms = keyword.parse_terms(text)
         result.keyword_expression = keyword.match_expression(terms)
         engine._choose_chunks(head, terms, Filters(), result)
-        cands = [Candidate.of(i, got[q], t, n) for n, (i, t) in enumerate(zip(head, engine._item_texts(head)), 1)]
-        _fill_distances(engine.store, got[q].query_vector, cands)
+        cands = engine.candidates(text, head, got[q])
+        for n, c in enumerate(cands, 1):
+            c.fused_rank = n
+        if got[q].query_vector is not None:
+            _fill_distances(engine.store, got[q].query_vector, cands)
         x = features(text, cands)
         y = np.array([judged[q].get(docs.get(i.item_id), 0) for i in head], dtype=float)
         data[q] = (x, y, [docs.get(i.item_id) for i in items[:100]])

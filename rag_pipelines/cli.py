@@ -80,7 +80,8 @@ def _register(app: App, cfg: CollectionConfig, replace: bool = False) -> None:
         if not replace:
             now = ", ".join(source_paths(existing)) or "other sources"
             raise ConfigError(f"Collection '{cfg.name}' already indexes {now}. Pass --replace to point it at the new "
-                              "location (items not found there leave the index), or pick another name.")
+                              "location (items found there unchanged keep their vectors and move to their new paths; "
+                              "items not found there leave the index), or pick another name.")
     if existing is None or existing.sources != cfg.sources:
         register_collection(app.paths, cfg)
 

@@ -34,6 +34,14 @@ class Embedder(Protocol):
         """The vector of one search query: shape (dimensions,)."""
 
 
+def reads_script_of(embedder: object, text: str) -> bool:
+    """Whether the embedder was trained on the text's script: an English-only model (`languages = "en"`) does not
+    read Chinese or Japanese, whose vectors are then noise. Providers without `languages` are taken as multilingual."""
+    from rag_search import cjk
+
+    return getattr(embedder, "languages", "multi") != "en" or not cjk.has_cjk(text)
+
+
 def l2_normalise(matrix: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     norms[norms == 0] = 1.0

@@ -57,6 +57,7 @@ class BuiltinEmbedder:
     """all-MiniLM-L6-v2 (384 dims, 256 word-pieces) in int8, on the CPU."""
 
     id = "builtin/all-MiniLM-L6-v2-int8pc"  # the derived per-channel int8 model (derived_model.py)
+    languages = "en"  # trained on English: a query in an unspaced script (Chinese, Japanese) is left to the keywords
     dimensions = DIMENSIONS
     max_input_tokens = MAX_TOKENS
 

@@ -17,14 +17,15 @@ import numpy as np
 
 from rag_search.bounds import MAX_TOP_K
 from rag_search.config import SearchSettings
-from rag_search.embedders.base import Embedder
+from rag_search.embedders.base import Embedder, reads_script_of
 from rag_search.errors import QueryError
 from rag_search.records import Hit, chunk_body
 from rag_search.retrieval import keyword, titles, vector
 from rag_search.retrieval.bit_matrix import BitMatrix
 from rag_search.retrieval.filters import Filters, SqlFilter, build_where, passing
 from rag_search.retrieval.fusion import FusedItem, Fused, fuse_chunks, fuse_items, item_ranking
-from rag_search.retrieval.rerank import Candidate, FeatureReranker, Reranker, apply_rerank, load_reranker
+from rag_search.retrieval.rerank import (Candidate, FeatureReranker, Reranker, apply_rerank, load_reranker,
+                                         query_idf)
 from rag_search.retrieval.snippets import snippet, term_pattern
 from rag_search.retrieval.titles import NameMatch
 from rag_search.store import Store
@@ -106,7 +107,7 @@ class SearchEngine:
         self.reranker = reranker if reranker is not None else load_reranker(self.settings)
         self._df_cache: dict[str, int] = {}
         self._df_cache_size = -1
-        self._counts: dict[tuple[int, ...], int] = {}
+        self._counts: dict[tuple[int, ...] | str, int] = {}  # chunks per scope, and "items"
         self._counts_stamp: tuple[int, int] | None = None
 
     @property
@@ -143,7 +144,7 @@ class SearchEngine:
                 result.hits = self._chunk_hits(fused, got, pattern)
             else:
                 items = self.fuse(got, result)
-                items = self._rerank(request, items, got, result)[:top_k]
+                items = keep_pinned_first(self._rerank(request, items, got, result), got)[:top_k]
                 self._choose_chunks(items, terms, request.filters, result)
                 result.hits = self._item_hits(items, pattern)
             result.timings_ms["fuse_and_fetch"] = round(_ms(t0) - result.timings_ms.get("rerank", 0.0), 2)
@@ -163,16 +164,23 @@ class SearchEngine:
         terms = keyword.parse_terms(request.query)
         if request.mode in ("hybrid", "keyword"):
             self._keyword(terms, request.filters, coll_ids, limit, result, got)
-        if request.mode in ("hybrid", "semantic"):
+        if request.mode == "semantic" or (request.mode == "hybrid" and self._reads(request.query, result)):
             self._vector(request.query, request.filters, coll_ids, limit, result, got)
         got.item_of = self._items_of([c for ids in got.chunk_rankings.values() for c in ids])
         for name, ids in got.chunk_rankings.items():
             got.item_rankings[name] = item_ranking(ids, got.item_of)[:limit]
         return got
 
+    def _reads(self, query: str, result: SearchResult) -> bool:
+        """Hybrid: the vector side runs unless the embedder does not read the query's script (then it says so)."""
+        if self.embedder is None or reads_script_of(self.embedder, query):
+            return True
+        result.vector_plan = "skipped: the embedder reads English, not the query's script (keywords answer it)"
+        return False
+
     def fuse(self, got: Retrieved, result: SearchResult | None = None) -> list[FusedItem]:
         """Distinct items by RRF, exact rare-term matches first."""
-        pinned = sorted(got.exact, key=lambda i: -len(got.exact[i]))
+        pinned = pinned_items(got)
         if result is not None:
             result.exact_terms = sorted({t for ts in got.exact.values() for t in ts})
         strengths = {"title": {i: m.score for i, m in got.names.items()}} if got.names else None
@@ -203,6 +211,13 @@ class SearchEngine:
             self._counts[coll_ids] = n
         return self._counts[coll_ids]
 
+    def _items_count(self) -> int:
+        """Items in the index, counted once per database state (with the chunks in scope: _scope_size)."""
+        self._scope_size(())  # resets the counts when the index changed
+        if "items" not in self._counts:
+            self._counts["items"] = self.store.conn.execute("SELECT count(*) FROM items").fetchone()[0]
+        return self._counts["items"]
+
     def _items_of(self, chunk_ids: list[int]) -> dict[int, int]:
         if not chunk_ids:
             return {}
@@ -221,7 +236,7 @@ class SearchEngine:
         run = self._keyword_chunks(terms, where, limit * CHUNK_DEPTH, n_chunks, hybrid)
         result.keyword_expression, result.keyword_dropped, result.keyword_rare = run.expression, run.dropped, run.rare
         got.chunk_rankings["keyword_chunks"] = run.ids
-        n_items = conn.execute("SELECT count(*) FROM items").fetchone()[0]
+        n_items = self._items_count()
         items = keyword.search(conn, terms, where, limit, n_items, self._df_cache, may_skip=hybrid, table=keyword.ITEMS)
         got.item_rankings["keyword"] = items.ids
         got.item_bm25 = dict(zip(items.ids, items.scores))
@@ -338,7 +353,7 @@ class SearchEngine:
         t0 = time.perf_counter()
         head = items[: self.settings.rerank_top]
         self._choose_chunks(head, keyword.parse_terms(request.query), request.filters, result)
-        candidates = [Candidate.of(i, got, t) for i, t in zip(head, self._item_texts(head))]
+        candidates = self.candidates(request.query, head, got)
         order, scores, note = apply_rerank(reranker, request.query, candidates, got,
                                            self.settings.rerank_budget_ms / 1000, self.store)
         for item, score in zip(head, scores):
@@ -348,22 +363,32 @@ class SearchEngine:
         result.timings_ms["rerank"] = _ms(t0)
         return reranked
 
-    def _item_texts(self, items: list[FusedItem]) -> list[tuple[str, str]]:
-        """(title, text) per item as a reranker reads it: its best chunk, then its other matching chunks."""
+    def candidates(self, query: str, head: list[FusedItem], got: Retrieved) -> list[Candidate]:
+        """The fused head as a reranker sees it (its chunks chosen first: `_choose_chunks`)."""
+        idf = query_idf(self.store.conn, query, self._items_count(), self._df_cache)
+        candidates = [Candidate.of(i, got, t) for i, t in zip(head, self._item_texts(head))]
+        for c in candidates:
+            c.idf = idf
+        return candidates
+
+    def _item_texts(self, items: list[FusedItem]) -> list[tuple[str, str, str]]:
+        """(title, text, heading) per item as a reranker reads it: its best chunk, then its other matching chunks;
+        the best chunk's heading path."""
         wanted = {i.item_id: [c for c in [i.chunk_id, *i.others[:RERANK_SECTIONS - 1]] if c is not None] for i in items}
         texts = self._texts([c for cs in wanted.values() for c in cs])
         out = []
         for item in items:
             parts = [texts[c] for c in wanted[item.item_id] if c in texts]
-            out.append((parts[0][0], "\n\n".join(chunk_body(t, title) for title, t in parts)) if parts else ("", ""))
+            out.append((parts[0][0], "\n\n".join(chunk_body(t, title) for title, t, _ in parts), parts[0][2])
+                       if parts else ("", "", ""))
         return out
 
-    def _texts(self, chunk_ids: list[int]) -> dict[int, tuple[str, str]]:
+    def _texts(self, chunk_ids: list[int]) -> dict[int, tuple[str, str, str]]:
         if not chunk_ids:
             return {}
-        rows = self.store.conn.execute("SELECT id, title, text FROM chunks WHERE id IN (SELECT value FROM json_each(?))",
-                                       (json.dumps(chunk_ids),))
-        return {r[0]: (r[1], r[2]) for r in rows}
+        rows = self.store.conn.execute("SELECT id, title, text, heading_path FROM chunks WHERE id IN "
+                                       "(SELECT value FROM json_each(?))", (json.dumps(chunk_ids),))
+        return {r[0]: (r[1], r[2], " > ".join(json.loads(r[3]))) for r in rows}
 
     def _choose_chunks(self, items: list[FusedItem], terms, filters: Filters, result: SearchResult) -> None:
         """A chunk for items that only the whole-item index found: their best matching chunk, else the first."""
@@ -412,6 +437,22 @@ class SearchEngine:
             (json.dumps(list(dict.fromkeys(chunk_ids))),),
         ).fetchall()
         return {r[0]: r for r in rows}
+
+
+def pinned_items(got: Retrieved) -> list[int]:
+    """Items that go first whatever the fusion or a reranker says: a name the query equals (its title or an alias),
+    then items holding a rare query term that only they hold (an identifier), most such terms first."""
+    named = sorted((i for i, m in got.names.items() if m.exact), key=lambda i: -len(got.exact.get(i, ())))
+    return named + [i for i in sorted(got.exact, key=lambda i: -len(got.exact[i])) if i not in named]
+
+
+def keep_pinned_first(items: list[FusedItem], got: Retrieved) -> list[FusedItem]:
+    """After reranking: pinned items back in front, exact names before identifiers, in the reranker's order within
+    each group: a reranker never buries them."""
+    named = {i for i, m in got.names.items() if m.exact}
+    if not named and not got.exact:
+        return items
+    return sorted(items, key=lambda i: 0 if i.item_id in named else 1 if i.item_id in got.exact else 2)
 
 
 def _hit(r: tuple, pattern, score: float, chunk_ranks: dict[str, int], item_ranks: dict[str, int],

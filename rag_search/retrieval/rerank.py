@@ -49,15 +49,22 @@ class Candidate:
     distance: float | None = None  # cosine distance of the best-matching chunk to the query, if known
     exact: int = 0  # rare query terms only this item (or very few) holds
     name: float = 0.0  # how well the query names the item (its title, an alias: retrieval/titles.py), 0..1
+    vector_rank: int | None = None  # the item's rank on the vector side
+    heading: str = ""  # the best chunk's heading path
+    chunks: list[int] = field(default_factory=list)  # its best and next matching chunks (for the second cosine)
+    second: float | None = None  # cosine distance of its second-closest of those chunks (the closest if alone)
+    idf: dict[str, float] = field(default_factory=dict)  # the query's stems → IDF over items (one dict per query)
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, item: FusedItem, got: Retrieved, title_text: tuple[str, str], rank: int = 0) -> Candidate:
-        dists = [got.chunk_distance[c] for c in [item.chunk_id, *item.others] if c in got.chunk_distance]
+    def of(cls, item: FusedItem, got: Retrieved, texts: tuple[str, ...], rank: int = 0) -> Candidate:
+        chunks = [c for c in [item.chunk_id, *item.others[:SECOND_CHUNKS - 1]] if c is not None]
+        dists = sorted(got.chunk_distance[c] for c in chunks if c in got.chunk_distance)
         named = got.names.get(item.item_id)
-        return cls(item.item_id, item.chunk_id, title_text[0], title_text[1], rank, item.score,
-                   got.item_bm25.get(item.item_id), min(dists) if dists else None, len(got.exact.get(item.item_id, ())),
-                   named.score if named else 0.0)
+        return cls(item.item_id, item.chunk_id, texts[0], texts[1], rank, item.score,
+                   got.item_bm25.get(item.item_id), dists[0] if dists else None, len(got.exact.get(item.item_id, ())),
+                   named.score if named else 0.0, item.ranks.get("vector"), texts[2] if len(texts) > 2 else "", chunks,
+                   dists[1] if len(dists) > 1 else None)
 
 
 class Reranker(Protocol):
@@ -91,22 +98,39 @@ def apply_rerank(reranker: Reranker, query: str, candidates: list[Candidate], go
 
 
 def _fill_distances(store: Any, query: np.ndarray, candidates: list[Candidate]) -> None:
+    """Cosine distances of each candidate's chunks that the vector side did not return (from the cache): its best
+    chunk's, and the second-closest of its best and next matching chunks."""
     from rag_search.store.vectors import fetch_vectors
 
-    missing = [c.chunk_id for c in candidates if c.distance is None and c.chunk_id is not None]
+    wanted = [c for cand in candidates for c in cand.chunks]
     recorded = store.embedder
-    vecs = fetch_vectors(store.conn, missing, recorded[0] if recorded else None) if missing else {}
-    for c in candidates:
-        if c.distance is None and c.chunk_id in vecs:
-            c.distance = float(1.0 - vecs[c.chunk_id] @ query.astype(np.float32))
+    vecs = fetch_vectors(store.conn, wanted, recorded[0] if recorded else None) if wanted else {}
+    q = query.astype(np.float32)
+    for cand in candidates:
+        dists = sorted(float(1.0 - vecs[c] @ q) for c in cand.chunks if c in vecs)
+        if cand.distance is None and cand.chunk_id in vecs:
+            cand.distance = float(1.0 - vecs[cand.chunk_id] @ q)
+        if dists:
+            cand.second = dists[1] if len(dists) > 1 else dists[0]
+
+
+def query_idf(conn: Any, query: str, n_items: int, df_cache: dict[str, int]) -> dict[str, float]:
+    """The query's stems → log(1 + items / items holding the word), counted as the keyword side counts (cached)."""
+    from rag_search.retrieval.keyword import ITEMS, Term, _df
+
+    return {_stem(w): math.log(1 + n_items / max(_df(conn, Term(w), df_cache, ITEMS), 1)) for w in query_words(query)}
 
 
 # -- the offline feature reranker -------------------------------------------------------------
 
-FEATURES = ("fused", "bm25", "cosine", "coverage", "title", "proximity", "exact", "name")
-# Fitted on SciFact train (809 queries) by `python bench/quality.py --fit-rerank`; see docs for the figures.
-DEFAULT_WEIGHTS = {"fused": 3.515, "bm25": 1.633, "cosine": 1.585, "coverage": 1.101, "title": 0.653,
-                   "proximity": -0.071, "exact": 0.573}
+FEATURES = ("fused", "bm25", "cosine", "coverage", "title", "proximity", "exact", "name", "idf_coverage",
+            "idf_title", "idf_heading", "vector_rank", "second_cosine")
+SECOND_CHUNKS = 8  # chunks of an item (its best and next matching ones) the second-cosine feature reads
+# Fitted on every judged set at once, each weighted the same (SciFact train, the generated notes set, dendron,
+# vue-zh: `python bench/quality.py --fit-rerank`); figures in bench/RESULTS.md.
+DEFAULT_WEIGHTS = {"fused": 2.664, "bm25": 1.42, "cosine": 0.666, "coverage": 1.329, "title": 0.355, "proximity": 0.93,
+                   "exact": 0.179, "name": 0.138, "idf_coverage": 1.474, "idf_title": 0.346, "idf_heading": 0.332,
+                   "vector_rank": 0.947, "second_cosine": 0.677}
 
 
 def tokens(text: str) -> list[str]:
@@ -143,6 +167,8 @@ def features(query: str, candidates: list[Candidate]) -> np.ndarray:
         present = set(stem_of.values())
         covered = [q for q in qstems if q in present]
         words = [stem_of[w] for w in raw] if len(covered) > 1 else []  # positions matter for proximity only
+        total = sum(c.idf.values()) or 1.0
+        heading = {_stem(w) for w in tokens(c.heading)}
         rows.append([
             c.fused_score / top_fused,
             (-c.bm25 / top_bm25) if (c.bm25 is not None and top_bm25 > 0) else 0.0,
@@ -152,6 +178,11 @@ def features(query: str, candidates: list[Candidate]) -> np.ndarray:
             _proximity(words, set(covered)),
             min(c.exact, 2) / 2,
             c.name,
+            sum(v for q, v in c.idf.items() if q in present) / total,
+            sum(v for q, v in c.idf.items() if q in title) / total,
+            sum(v for q, v in c.idf.items() if q in heading) / total,
+            1.0 / c.vector_rank if c.vector_rank else 0.0,
+            1.0 - c.second if c.second is not None else 0.0,
         ])
     return np.asarray(rows, dtype=np.float64).reshape(len(candidates), len(FEATURES))
 

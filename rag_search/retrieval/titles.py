@@ -2,7 +2,7 @@
 
 In notes a page named for the question ("how to use tags to organize notes" → the page "Tags") is the strongest
 evidence there is, yet whole-text BM25 ranks it behind pages that merely mention the words more often. This
-list scores the item names (rag_search.names, table item_names) that the query covers by coverage × weight²:
+list scores the item names (rag_search.names, table item_names) that the query covers by coverage × weight:
 coverage is the share of the name's words the query holds (under half: left out); weight is the share of the
 query's information (its terms' IDF over whole items) that those words carry, so a page named "Notes" matches
 "rename notes in batch" weakly and a page named "Telemetry" matches "telemetry opt out" strongly; matches under
@@ -25,7 +25,7 @@ from rag_search.retrieval.keyword import ITEMS, STOPWORDS, Term, _df, match_expr
 
 NAME_ROWS = 300  # name rows read per query, best BM25 first
 MIN_COVERAGE = 0.5  # share of a name's words the query must hold
-MIN_SCORE = 0.1  # weaker matches (a name of one common word of a long question) are no evidence
+MIN_SCORE = 0.25  # weaker matches (a name of one common word of a long question) are no evidence
 _WORD = re.compile(r"\w+", re.UNICODE)
 
 
@@ -39,7 +39,7 @@ class NameMatch:
 
     @property
     def score(self) -> float:
-        return 1.0 if self.exact else self.coverage * self.weight ** 2
+        return 1.0 if self.exact else self.coverage * self.weight
 
 
 def search(conn: Any, query: str, terms: list[Term], where: SqlFilter, limit: int, n_items: int,
