@@ -56,7 +56,7 @@ def main() -> None:
     args = ap.parse_args()
     open_db(args.chunks, real_embeddings(OUT)[0]).close()
     home = Path(tempfile.mkdtemp())
-    shutil.copy(OUT / f"synthetic-v2-{args.chunks}.db", home / "rag.db")
+    shutil.copy(OUT / f"synthetic-v3-{args.chunks}.db", home / "rag.db")
     conn = connect(home / "rag.db")
     conn.execute("UPDATE meta SET value = ? WHERE key = 'embedder_id'", (BuiltinEmbedder.id,))
     conn.close()

@@ -5,7 +5,7 @@
 Each size is measured twice: binary candidates from sqlite-vec's KNN (a one-shot CLI process) and from the sign
 bits held in RAM (what `local-rag serve` does), with semantic recall@10 against exact float KNN beside it.
 
-Builds once and reuses bench/out/synthetic-v2-N.db (1M: ~4 GB). Text is Zipf-distributed words; vectors are
+Builds once and reuses bench/out/synthetic-v3-N.db (1M: ~4 GB). Text is Zipf-distributed words; vectors are
 noisy copies of real embeddings (see synthetic.py); each query's text is embedded by the real model (its cost is
 counted) and its vector is a real held-out embedding. Prints p50/p95 per mode and per filter shape, warm.
 """
@@ -49,8 +49,8 @@ class SyntheticQueryEmbedder:
 
 def open_db(n: int, base: np.ndarray) -> Store:
     OUT.mkdir(exist_ok=True)
-    path = OUT / f"synthetic-v2-{n}.db"
-    building = OUT / f"synthetic-v2-{n}.building.db"
+    path = OUT / f"synthetic-v3-{n}.db"
+    building = OUT / f"synthetic-v3-{n}.building.db"
     if not path.exists():
         building.unlink(missing_ok=True)
         t0 = time.perf_counter()

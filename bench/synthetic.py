@@ -85,13 +85,14 @@ def build(store: Store, n_chunks: int, base: np.ndarray, per_item: int = 10, see
     names = ["notes", "mail", "docs", "code", "books"]
     for item_no in range(n_chunks // per_item):
         coll = names[item_no % 5]
+        title = zipf_text(rng, vocab, int(rng.integers(1, 5))).title()  # names as notes have: a few words
         chunks = []
         for i in range(per_item):
-            chunks.append(Chunk(i, zipf_text(rng, vocab, int(rng.integers(120, 240))), title=f"item {item_no}",
+            chunks.append(Chunk(i, zipf_text(rng, vocab, int(rng.integers(120, 240))), title=title,
                                 ts=int(1.5e9 + rng.integers(0, 2e8)), tags=(f"t{rng.integers(0, 50)}",)))
         vecs = gen.near(rng, int(rng.integers(0, len(base))), per_item)
         ref = ItemRef(coll, f"item{item_no}.md", f"/bench/{coll}/item{item_no}.md", "markdown")
-        writes.replace_item(store, ref, Fingerprint(1, 1, "x"), f"item {item_no}", chunks, vecs)
+        writes.replace_item(store, ref, Fingerprint(1, 1, "x"), title, chunks, vecs)
         cache_vectors(store, embedder_id, [(text_hash(c.vector_text), v) for c, v in zip(chunks, vecs)])
         if progress and item_no and item_no % 10_000 == 0:
             print(f"  {item_no * per_item:,} / {n_chunks:,} chunks", flush=True)
