@@ -92,7 +92,8 @@ class Pages:
         allowed, item_id = self.gate.collections_for(principal), request.path_params["item_id"]
         chunk, q = _int(request.query_params.get("chunk")), request.query_params.get("q", "")
         try:
-            view = await _thread(documents.open_item, self.backend, item_id, chunk, q, allowed)
+            view = await _thread(documents.open_item, self.backend, item_id, chunk, q, allowed,
+                                 _int(request.query_params.get("part")))
         except NotFound as exc:
             return self.page(request, "error.html", principal, 404, message=str(exc))
         near = await _thread(related.related, self.backend, item_id, allowed)

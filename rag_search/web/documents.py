@@ -8,6 +8,7 @@ principal may see can be opened (any other id is "not found", so ids reveal noth
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from rag_search.errors import NotFound
@@ -15,13 +16,13 @@ from rag_search.records import chunk_body, iso_utc
 from rag_search.retrieval.keyword import parse_terms
 from rag_search.retrieval.snippets import term_pattern
 from rag_search.store import reads
-from rag_search.store.reads import _join_without_overlap  # the text of a few chunks, as get_document rebuilds it
 from rag_search.web import rendering
 from rag_search.web.backend import Backend
 from rag_search.web.searching import local_date
 
 MARKDOWN = frozenset({"markdown", "canvas"})
 CHAPTERED = frozenset({"book", "epub"})  # shown a chapter at a time: the whole book is too long for a page
+_CHAPTER = re.compile(r"^# ", re.MULTILINE)  # a chapter starts at a top-level heading of the book's text
 MONOSPACE = frozenset({"code", "commit", "json", "yaml", "csv"})
 MAIL_FIELDS = ("to", "cc", "folders", "attachments")
 COMMIT_FIELDS = ("sha", "committer", "commit_date", "files_changed", "additions", "deletions")
@@ -38,43 +39,44 @@ def item_collection(backend: Backend, item_id: int, allowed: frozenset[str] | No
     return row[0]
 
 
-def open_item(backend: Backend, item_id: int, chunk: int | None, q: str, allowed: frozenset[str] | None) -> dict:
-    """Everything the item page shows."""
+def open_item(backend: Backend, item_id: int, chunk: int | None, q: str, allowed: frozenset[str] | None,
+              part: int | None = None) -> dict:
+    """Everything the item page shows; `part`: a book's chapter to show instead of the matched one."""
     collection = item_collection(backend, item_id, allowed)
     with backend.store.lock:
         doc = reads.get_document(backend.store, f"item:{item_id}", collection)
-        rows = _chunks(backend, item_id)
-    matched = next((c for c in rows if c["idx"] == chunk), None)
-    first = rows[0] if rows else {}
+        first, matched = _chunk(backend, item_id, 0), _chunk(backend, item_id, chunk) if chunk is not None else None
+    first = first or {}
     pattern = term_pattern([w for t in parse_terms(q) for w in t.text.split()]) if q else None
     view = {"item_id": item_id, "collection": collection, "title": doc["title"] or doc["key"], "key": doc["key"],
             "uri": doc["uri"], "kind": doc["source_type"], "date": local_date(first.get("ts")),
             "author": first.get("author"), "participants": [p for p in first.get("participants", [])
                                                             if p != first.get("author")],
-            "tags": doc["tags"], "metadata": doc["metadata"], "q": q, "chunk": chunk, "chunks": len(rows),
-            "matched_heading": " › ".join(matched["heading_path"]) if matched else None}
-    view["fields"] = _fields(doc["source_type"], doc["metadata"])
+            "tags": doc["tags"], "q": q, "chunk": chunk,
+            "matched_heading": " › ".join(matched["heading_path"]) if matched else None,
+            "fields": _fields(doc["source_type"], doc["metadata"])}
     view["citation"] = citation(view, matched, first.get("ts"))
-    view.update(_body(doc, rows, matched, pattern, collection))
+    view.update(_body(doc, matched if part is None else None, pattern, collection, part))
     return view
 
 
-def _chunks(backend: Backend, item_id: int) -> list[dict[str, Any]]:
-    rows = backend.store.conn.execute(
-        "SELECT idx, text, title, heading_path, page, ts, author, participants FROM chunks WHERE item_id = ? "
-        "ORDER BY idx", (item_id,)).fetchall()
-    return [{"idx": r[0], "body": chunk_body(r[1], r[2]), "heading_path": json.loads(r[3]), "page": r[4], "ts": r[5],
-             "author": r[6], "participants": json.loads(r[7])} for r in rows]
+def _chunk(backend: Backend, item_id: int, idx: int) -> dict[str, Any] | None:
+    r = backend.store.conn.execute("SELECT idx, text, title, heading_path, page, ts, author, participants FROM chunks "
+                                   "WHERE item_id = ? AND idx = ?", (item_id, idx)).fetchone()
+    if r is None:
+        return None
+    return {"idx": r[0], "body": chunk_body(r[1], r[2]), "heading_path": json.loads(r[3]), "page": r[4], "ts": r[5],
+            "author": r[6], "participants": json.loads(r[7])}
 
 
-def _body(doc: dict, rows: list[dict], matched: dict | None, pattern, collection: str) -> dict[str, Any]:
+def _body(doc: dict, matched: dict | None, pattern, collection: str, part: int | None) -> dict[str, Any]:
     """The text part of the page: {"html": Markup} or {"messages": [...]}, plus chapter links for books."""
     kind, text, out = doc["source_type"], doc["text"], {}
-    if kind in CHAPTERED and rows:
-        text, out = _chapter(rows, matched or rows[0])
     span = rendering.locate(text, matched["body"]) if matched else None
     out["located"] = matched is None or span is not None
     out["passage"] = rendering.terms(matched["body"], pattern) if matched and span is None else None
+    if kind in CHAPTERED:
+        text, span, out["book"] = _chapter(text, span, pattern, part)
     if kind in MARKDOWN:
         out["html"], out["frontmatter"] = rendering.markdown(text, span, collection)
     elif kind == "chat":
@@ -84,22 +86,30 @@ def _body(doc: dict, rows: list[dict], matched: dict | None, pattern, collection
     return out
 
 
-def _chapter(rows: list[dict], matched: dict) -> tuple[str, dict[str, Any]]:
-    """The text of the matched chunk's chapter (its first heading, else its page), and links to the chapters
-    before and after it (the chunk each starts at)."""
-    def chapter_of(row: dict):
-        return tuple(row["heading_path"][:1]) or row["page"]
+def _chapter(text: str, span: tuple[int, int] | None, pattern, part: int | None):
+    """(the chapter's text, the passage within it, chapter links): the chapter `part`, else the one holding the first
+    query word of the passage (a passage may run on from the chapter before), else the passage's start."""
+    starts = [m.start() for m in _CHAPTER.finditer(text)]
+    starts = starts if starts[:1] == [0] else [0, *starts]
+    bounds = list(zip(starts, starts[1:] + [len(text)]))
+    focus = span[0] if span else 0
+    if span and pattern is not None:
+        m = pattern.search(text, span[0], span[1])
+        focus = m.start() if m else focus
+    n = part if part is not None and 0 <= part < len(bounds) else \
+        max(i for i, (a, _) in enumerate(bounds) if a <= focus)
+    a, b = bounds[n]
+    inside = span and span[0] < b and span[1] > a
+    clipped = (max(span[0], a) - a, min(span[1], b) - a) if inside else None
 
-    order = list(dict.fromkeys(chapter_of(r) for r in rows))
-    mine = chapter_of(matched)
-    n = order.index(mine)
-    starts = {c: next(r["idx"] for r in rows if chapter_of(r) == c) for c in order[max(0, n - 1):n + 2]}
-    text = _join_without_overlap([r["body"] for r in rows if chapter_of(r) == mine])
-    label = (lambda c: " ".join(c) if isinstance(c, tuple) else f"page {c}" if c is not None else "start")
-    nav = {"chapter": label(mine), "chapter_of": f"{n + 1} of {len(order)}",
-           "previous": {"label": label(order[n - 1]), "chunk": starts[order[n - 1]]} if n > 0 else None,
-           "next": {"label": label(order[n + 1]), "chunk": starts[order[n + 1]]} if n + 1 < len(order) else None}
-    return text, nav
+    def label(i: int) -> str:
+        first = text[bounds[i][0]:bounds[i][1]].lstrip().split("\n", 1)[0]
+        return first.lstrip("#").strip()[:80] or f"part {i + 1}"
+
+    nav = {"label": label(n), "number": f"{n + 1} of {len(bounds)}",
+           "previous": {"label": label(n - 1), "part": n - 1} if n > 0 else None,
+           "next": {"label": label(n + 1), "part": n + 1} if n + 1 < len(bounds) else None}
+    return text[a:b], clipped, nav
 
 
 def _fields(kind: str, metadata: dict[str, Any]) -> list[tuple[str, str]]:

@@ -23,14 +23,19 @@ MIN_PROBE = 12  # characters of a passage that must match to say where it is
 
 
 def locate(text: str, passage: str) -> tuple[int, int] | None:
-    """(start, end) of a chunk's passage in the item's text, found by its opening words; None if not found."""
+    """(start, end) of a chunk's passage in the item's text, found by the opening words of its first paragraphs
+    that the text holds as written (a chunk may begin with a line the chunker added, e.g. a note's aliases);
+    None if none is found."""
     body = passage.strip()
-    first_line = body.split("\n", 1)[0].strip()
-    for probe in (body[:160], body[:60], first_line[:60], body[:MIN_PROBE * 2]):
-        if len(probe) >= MIN_PROBE or (probe and probe == body):
-            at = text.find(probe)
-            if at >= 0:
-                return at, min(len(text), at + len(body))
+    offset = 0
+    for para in body.split("\n\n")[:8]:
+        lines = [ln.strip() for ln in para.strip().split("\n") if ln.strip()]
+        for probe in (para.strip()[:160], para.strip()[:60], *(ln[:60] for ln in lines[:3])):
+            if len(probe) >= MIN_PROBE or (probe and probe == body):
+                at = text.find(probe)
+                if at >= 0:
+                    return at, min(len(text), at + len(body) - offset)
+        offset += len(para) + 2
     return None
 
 
