@@ -1,4 +1,4 @@
-"""The status view: collections with counts and last index time, failed items with their reasons, each
+"""The status view: collections (indexed, and configured ones not indexed yet) with counts and last index time, failed items with their reasons, each
 collection's running or last Dagster run (linked into the Dagster UI), and "index now".
 
 "Index now" runs what MCP's rag_index runs (mcp_index.index: the collection's lock, so one run per collection,
@@ -84,11 +84,25 @@ def status(backend: Backend, allowed: frozenset[str] | None, dagster_ui: str) ->
     with backend.store.lock:
         collections = [c.to_dict() for c in reads.list_collections(backend.store) if seen(c.name)]
         failures = [f.to_dict() for f in reads.failures(backend.store, limit=FAILURES_SHOWN) if seen(f.collection)]
+    indexed = {c["name"] for c in collections}
+    collections += [{"name": n, "kind": "configured", "description": "not indexed yet", "items": 0, "indexed": 0,
+                     "failed": 0, "chunks": 0, "last_indexed": None} for n in configured(backend) if seen(n)
+                    and n not in indexed]
     runs, runs_note = last_runs(backend, [c["name"] for c in collections])
     for c in collections:
         run = runs.get(c["name"])
         c["run"] = run and {**run, "url": f"{dagster_ui.rstrip('/')}/runs/{run['run_id']}"}
     return {"collections": collections, "failures": failures, "runs_note": runs_note, "dagster_ui": dagster_ui}
+
+
+def configured(backend: Backend) -> list[str]:
+    """The collections of the config file and registry (so one never indexed can be indexed from here)."""
+    try:
+        from rag_pipelines.config import load_collections
+
+        return sorted(load_collections(backend.paths))
+    except RagError:
+        return []  # a config being edited: the indexed collections still show
 
 
 def last_runs(backend: Backend, names: list[str]) -> tuple[dict[str, dict], str | None]:
