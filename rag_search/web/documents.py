@@ -20,7 +20,7 @@ from rag_search.web import rendering
 from rag_search.web.backend import Backend
 from rag_search.web.searching import local_date
 
-MARKDOWN = frozenset({"markdown", "canvas"})
+MARKDOWN = frozenset({"markdown", "canvas", "book", "epub"})  # a book's text is Markdown-like (`# Chapter`)
 CHAPTERED = frozenset({"book", "epub"})  # shown a chapter at a time: the whole book is too long for a page
 _CHAPTER = re.compile(r"^# ", re.MULTILINE)  # a chapter starts at a top-level heading of the book's text
 MONOSPACE = frozenset({"code", "commit", "json", "yaml", "csv"})
@@ -79,6 +79,7 @@ def _body(doc: dict, matched: dict | None, pattern, collection: str, part: int |
         text, span, out["book"] = _chapter(text, span, pattern, part)
     if kind in MARKDOWN:
         out["html"], out["frontmatter"] = rendering.markdown(text, span, collection)
+        out["markdown"] = True
     elif kind == "chat":
         out["messages"] = rendering.chat(text, span, pattern)
     else:
