@@ -83,6 +83,17 @@ def test_relative_dates_and_a_bad_date_say_what_to_write(client):
     assert "Unknown mode" in client.get("/results?q=x&mode=psychic").text
 
 
+def test_an_index_built_by_another_embedder_is_an_error_on_the_page_that_says_what_to_run(home):
+    from fakes import HashEmbedder
+
+    from rag_search.retrieval import SearchEngine
+    from rag_search.web import Backend
+
+    other = Backend(home.paths, home.store, SearchEngine(home.store, HashEmbedder(32)))
+    page = TestClient(web_app(other, TokenGate(None))).get("/?q=garden")
+    assert page.status_code == 400 and "local-rag reembed" in page.text
+
+
 # -- items ----------------------------------------------------------------------------------------
 
 def test_a_note_is_rendered_from_markdown_without_its_html_or_script_links(client, home):

@@ -16,7 +16,7 @@ from typing import Any
 from markupsafe import Markup, escape
 
 from rag_search.bounds import MAX_TOP_K, check_filters, check_query
-from rag_search.errors import NotFound, QueryError
+from rag_search.errors import NotFound, QueryError, RagError
 from rag_search.people import resolve_filters
 from rag_search.records import Hit
 from rag_search.retrieval import Filters, SearchRequest, parse_date
@@ -89,7 +89,7 @@ def search(backend: Backend, query: Query, allowed: frozenset[str] | None) -> An
         filters = resolve_filters(check_filters(_scoped(query.filters(), allowed)), backend.people)
         result = backend.engine.search(SearchRequest(check_query(query.q), top_k=query.top, mode=query.mode,
                                                      filters=filters))
-    except (QueryError, NotFound) as exc:
+    except RagError as exc:  # a bad filter, a collection not shared, an index built by another embedder
         answer.error = str(exc)
         return answer
     answer.ms = (time.perf_counter() - t0) * 1000
