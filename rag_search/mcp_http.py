@@ -137,8 +137,9 @@ async def _json(send, status: int, error: str, headers: list | None = None) -> N
     await send({"type": "http.response.body", "body": json.dumps({"error": error}).encode()})
 
 
-def secure_app(server, allowed: Allowed, token: str | None):
-    """The server's streamable-HTTP app behind the Host/Origin guard and, with a token, bearer auth."""
+def secure_app(server, allowed: Allowed, token: str | None, web=None):
+    """The server's streamable-HTTP app behind the Host/Origin guard and, with a token, bearer auth; with `web`,
+    the search page (rag_search.web) at every other path, behind the same guard."""
     from mcp.server.transport_security import TransportSecuritySettings
 
     security = TransportSecuritySettings(  # the SDK checks the same lists again
@@ -147,7 +148,12 @@ def secure_app(server, allowed: Allowed, token: str | None):
         allowed_origins=sorted(allowed.origins),
     )
     app = server.streamable_http_app(transport_security=security)
-    return HostOriginGuard(BearerAuth(app, token) if token else app, allowed)
+    app = BearerAuth(app, token) if token else app
+    if web is not None:
+        from rag_search.web.mount import BesideMcp
+
+        app = BesideMcp(app, web)
+    return HostOriginGuard(app, allowed)
 
 
 def is_loopback(host: str) -> bool:

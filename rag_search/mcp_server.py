@@ -274,16 +274,17 @@ def serve_stdio() -> None:
 
 
 def http_app(host: str = "127.0.0.1", port: int = 8765, token: str | None = None,
-             allow_hosts: tuple[str, ...] | list[str] = (), allow_origins: tuple[str, ...] | list[str] = ()):
-    """The streamable-HTTP ASGI app: Host and Origin checked (DNS rebinding, browsers), optional bearer token."""
+             allow_hosts: tuple[str, ...] | list[str] = (), allow_origins: tuple[str, ...] | list[str] = (), web=None):
+    """The streamable-HTTP ASGI app: Host and Origin checked (DNS rebinding, browsers), optional bearer token;
+    `web`: the search page's app, served at every path but /mcp."""
     return mcp_http.secure_app(build_server(), mcp_http.Allowed.for_server(host, port, allow_hosts, allow_origins),
-                               token)
+                               token, web)
 
 
 def serve_http(host: str, port: int, token: str | None, allow_hosts: tuple[str, ...] | list[str] = (),
-               allow_origins: tuple[str, ...] | list[str] = ()) -> None:
+               allow_origins: tuple[str, ...] | list[str] = (), web=None) -> None:
     mcp_http.check_exposure(host, token)
-    mcp_http.run(http_app(host, port, token, allow_hosts, allow_origins), host, port)
+    mcp_http.run(http_app(host, port, token, allow_hosts, allow_origins, web), host, port)
 
 
 def watch_stats(paths: Paths) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""`local-rag serve`: the MCP server over stdio (Claude Desktop / Claude Code) or streamable HTTP."""
+"""`local-rag serve`: the MCP server over stdio (Claude Desktop / Claude Code) or streamable HTTP (with the search
+page at /)."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from rag_search.cli.context import App, pass_app
 @pass_app
 def serve(app: App, port: int | None, host: str, token: str | None, allow_hosts: tuple[str, ...],
           allow_origins: tuple[str, ...]):
-    """Run the MCP server: stdio by default (what Claude launches), or HTTP with --port."""
+    """Run the MCP server: stdio by default (what Claude launches), or HTTP with --port (and the search page at /)."""
     from rag_search import mcp_server
     from rag_search.cli.search_socket import SearchSocket
 
@@ -40,8 +41,11 @@ def serve(app: App, port: int | None, host: str, token: str | None, allow_hosts:
             return
         hosts = [*app.settings.mcp.allowed_hosts, *allow_hosts]
         origins = [*app.settings.mcp.allowed_origins, *allow_origins]
-        click.echo(f"MCP over streamable HTTP on http://{host}:{port}/mcp", err=True)
-        mcp_server.serve_http(host, port, token, hosts, origins)
+        from rag_search.web.mount import page_for
+
+        click.echo(f"MCP over streamable HTTP on http://{host}:{port}/mcp; search page on http://{host}:{port}/",
+                   err=True)
+        mcp_server.serve_http(host, port, token, hosts, origins, web=page_for(ctx, token))
     finally:
         searches.stop()
         mcp_server.close_context()
