@@ -3,8 +3,8 @@
 One keyed read of the hits' item rows, then at most one stat() per item; no source is opened or read. What is
 checked depends on what the index recorded about the item:
 
-- items read from one file (notes, documents, code files, books with a file; size and mtime recorded): the file
-  is stat'ed: gone -> "deleted" (deleted, or moved/renamed away), another size or modification time ->
+- items read from one file (notes, documents, code files, books with a file; size and mtime recorded, or a
+  size:mtime stamp): the file is stat'ed: gone -> "deleted" (deleted, or moved/renamed away), another size or modification time ->
   "changed" (a touched but unchanged file counts as changed until the next index run);
 - a Superwhisper recording: its folder's meta.json, the same way;
 - a calendar event: the calendar file it came from is gone -> "deleted" (an edit inside the file is not checked:
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -32,7 +33,8 @@ DELETED = "deleted"
 MARKS = (CHANGED, DELETED)
 # source types whose item lives in a file other than its uri: the file under the uri that is stat'ed
 STAT_INSIDE = {"recording": "meta.json"}
-CONTAINER_TYPES = ("event",)  # items that are one of many in their uri's file: only its disappearance is checked
+CONTAINER_TYPES = ("event",)
+_FILE_STAMP = re.compile(r"(\d+):(\d+)(?::fresh)?")  # items that are one of many in their uri's file: only its disappearance is checked
 
 
 def stale_marks(store: Store, item_ids: list[int]) -> dict[int, str]:
@@ -41,14 +43,22 @@ def stale_marks(store: Store, item_ids: list[int]) -> dict[int, str]:
         return {}
     with store.lock:
         rows = store.conn.execute(
-            "SELECT id, uri, source_type, size, mtime_ns FROM items WHERE id IN (SELECT value FROM json_each(?))",
+            "SELECT id, uri, source_type, size, mtime_ns, stamp FROM items WHERE id IN (SELECT value FROM json_each(?))",
             (json.dumps(list(dict.fromkeys(item_ids))),)).fetchall()
     marks = {}
-    for item_id, uri, source_type, size, mtime_ns in rows:
+    for item_id, uri, source_type, size, mtime_ns, stamp in rows:
+        size, mtime_ns = file_stamp(stamp) or (size, mtime_ns)
         mark = file_mark(uri, source_type, size, mtime_ns)
         if mark:
             marks[item_id] = mark
     return marks
+
+
+def file_stamp(stamp: str | None) -> tuple[int, int] | None:
+    """(size, mtime_ns) of a file's change stamp ("size:mtime_ns"; a recording's may end in ":fresh"), the newest
+    the index holds: a run that finds a touched file unchanged records its new stamp, not its size and mtime."""
+    m = _FILE_STAMP.fullmatch(stamp or "")
+    return (int(m[1]), int(m[2])) if m else None
 
 
 def file_mark(uri: str, source_type: str, size: int | None, mtime_ns: int | None) -> str | None:
