@@ -18,7 +18,7 @@ from rag_search.records import Hit
 from rag_search.retrieval import Filters, SearchRequest
 from rag_search.retrieval.context import chunks_around
 from rag_search.retrieval.plan import QueryPlan, SubQuery, run_plan
-from rag_search.retrieval.relevance import at_least, query_vectors, with_relevance
+from rag_search.retrieval.relevance import at_least, engine_query_vectors, with_relevance
 from rag_search.stale import mark_hits, stale_marks, stale_note
 from rag_search.store import reads
 
@@ -52,7 +52,7 @@ def found(ctx: RagContext, query: str | None, mode: str, filters: Filters, top_k
         return mark_hits(ctx.store, result.hits), result.chunks_in_index
     query = check_query(query or "")
     if query_vector is None and mode != "keyword":
-        query_vector = query_vectors(ctx.engine.embedder, [query]).get(query)
+        query_vector = engine_query_vectors(ctx.engine, [query]).get(query)
     result = ctx.engine.search(SearchRequest(query, top_k=top_k, mode=mode, filters=filters,  # type: ignore[arg-type]
                                              chunks=chunks, query_vector=query_vector))
     hits = with_relevance(ctx.store, query, result.hits, query_vector)
@@ -72,7 +72,7 @@ def batch(ctx: RagContext, queries: list[str], mode: str, filters: Filters, top_
           min_score: float | None, answer) -> list[dict[str, Any]]:
     """Each query's answer (answer(query, hits, chunks_in_scope, note) builds it), or its error; the queries'
     vectors come from one model call and every search runs under one lock acquisition."""
-    vectors = query_vectors(ctx.engine.embedder, queries) if mode != "keyword" else {}
+    vectors = engine_query_vectors(ctx.engine, queries) if mode != "keyword" else {}
     out = []
     with ctx.store.lock:
         for query in queries:

@@ -11,7 +11,7 @@ from rag_search.errors import QueryError
 from rag_search.people import PeopleDirectory, resolve_filters
 from rag_search.retrieval import Filters, SearchEngine, SearchRequest, parse_date
 from rag_search.retrieval.engine import MODES
-from rag_search.retrieval.relevance import at_least, query_vectors, with_relevance
+from rag_search.retrieval.relevance import at_least, engine_query_vectors, with_relevance
 from rag_search.stale import mark_hits
 
 
@@ -88,7 +88,7 @@ def search_text(app: App, query, collections, source_types, after, before, days,
     if engine is None or mode == "keyword":
         engine = SearchEngine(app.store, None if mode == "keyword" else app.embedder, app.settings.search)
     scored = as_json or explain or min_score is not None  # relevance costs one more lookup per hit
-    qvec = query_vectors(engine.embedder, [query]).get(query) if scored and mode != "keyword" else None
+    qvec = engine_query_vectors(engine, [query]).get(query) if scored and mode != "keyword" else None
     result = engine.search(SearchRequest(query, top_k=top_k, mode=mode, filters=filters, chunks=chunk_hits,
                                          rerank=rerank, query_vector=qvec))
     hits = with_relevance(app.store, query, result.hits, qvec) if scored else result.hits

@@ -18,7 +18,7 @@ from rag_search.errors import QueryError
 from rag_search.records import Hit
 from rag_search.retrieval.engine import SearchRequest
 from rag_search.retrieval.fusion import rrf
-from rag_search.retrieval.relevance import query_vectors, with_relevance
+from rag_search.retrieval.relevance import engine_query_vectors, with_relevance
 
 if TYPE_CHECKING:
     from rag_search.retrieval import Filters, SearchEngine
@@ -80,7 +80,7 @@ def run_plan(engine: SearchEngine, plan: QueryPlan, filters: Filters, top_k: int
     runs = plan.checked().runs()
     top_k = top_k or engine.settings.top_k
     semantic = [s.text for s in runs if s.kind != "keyword"]
-    vectors = query_vectors(engine.embedder, semantic) if engine.embedder else {}
+    vectors = engine_query_vectors(engine, semantic)
     lists: dict[str, tuple[float, list[Hit]]] = {}
     chunks_in_index = 0
     with engine.store.lock:

@@ -21,6 +21,7 @@ from rag_search.retrieval.rerank import _stem, query_idf, tokens
 
 if TYPE_CHECKING:
     from rag_search.embedders import Embedder
+    from rag_search.retrieval.engine import SearchEngine
     from rag_search.store import Store
 
 
@@ -33,6 +34,20 @@ def query_vectors(embedder: Embedder | None, texts: Sequence[str]) -> dict[str, 
     if not wanted:
         return {}
     return dict(zip(wanted, embedder.embed_documents(wanted)))  # type: ignore[union-attr]
+
+
+def engine_query_vectors(engine: SearchEngine, texts: Sequence[str]) -> dict[str, np.ndarray]:
+    """query_vectors as the engine would embed them: none when the index holds no vectors yet, EmbedderMismatch
+    (naming the command that fixes it) when the index was built by another embedder."""
+    from rag_search.store.vectors import check_embedder, recorded_embedder
+
+    if engine.embedder is None:
+        return {}
+    with engine.store.lock:
+        if recorded_embedder(engine.store.conn) is None:
+            return {}
+        check_embedder(engine.store.conn, engine.embedder.id, engine.embedder.dimensions, engine.store.path)
+    return query_vectors(engine.embedder, texts)
 
 
 def with_relevance(store: Store, query: str, hits: list[Hit], query_vector: np.ndarray | None) -> list[Hit]:
