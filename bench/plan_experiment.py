@@ -6,12 +6,13 @@
 Each plan is what a calling model might write for the query: a keyword sub-query (exact words), a semantic one
 (meaning, in English when the question is not), and an intent sentence. Variants, all through
 rag_search.retrieval.plan.run_plan with the set's configured engine:
-  plain            the query alone (hybrid, as rag_search answers it today)
-  plan             the query (hybrid, first: weight 2) + the plan's sub-queries
+  plain            the query alone (hybrid, as rag_search answers it without searches)
+  plan             the query (hybrid) + the plan's sub-queries, each weighing 1
   plan-only        the sub-queries without the query
-  plan+intent      plan, the intent as one more semantic sub-query (what rag_search ships)
-  plan+intent-pre  plan, the intent written before each semantic sub-query instead
-  plan-w1          plan with every sub-query weighed the same
+  plan-query-w2    plan, the query weighing 2 (qmd gives its first sub-query twice the weight); plan-kw-w2: the keyword one
+  plan+intent-pre  plan, the intent written before each semantic sub-query
+  plan+intent-W     plan, the intent as one more semantic search of weight W; plan-only+int-W: without the query
+  shipped          what rag_search does: plan + the intent at INTENT_WEIGHT (0.5)
 Scored only on the queries that have a plan (nDCG@5, Hit@1, Hit@3 by kind).
 """
 

@@ -28,7 +28,10 @@ CHARS_PER_TOKEN = 4
 ECHO_CHARS = 200  # of the query, in a search's answer (the client has the rest)
 REFERENCE_FIELDS = ("title", "source", "item_id", "chunk_index", "heading", "page", "timestamp", "score", "relevance",
                     "stale")
-MIN_SHARE_TOKENS = 400  # of the output budget, per query of a batch
+# A batch answers for several calls: twice the budget of one (still under the 25,000 tokens Claude Code takes),
+# shared by its queries; each keeps at least MIN_SHARE_TOKENS (room for ten hits as references).
+BATCH_BUDGET_TOKENS = 16_000
+MIN_SHARE_TOKENS = 800
 
 
 def empty_index(paths: Paths) -> str:
@@ -95,7 +98,7 @@ def batch_search_tool(ctx: RagContext, queries: list[str], collection: str | Non
                                        participants, tags, path_prefix, metadata, days)
     if filters is None:
         return {"results": [], "note": left_out}
-    budget = max(OUTPUT_BUDGET_TOKENS // max(len(queries), 1), MIN_SHARE_TOKENS)
+    budget = min(max(BATCH_BUDGET_TOKENS // max(len(queries), 1), MIN_SHARE_TOKENS), OUTPUT_BUDGET_TOKENS)
 
     def answer(query: str, hits: list[Hit], in_scope: int, note: str | None) -> dict[str, Any]:
         return search_answer(ctx, query, mode, hits, in_scope, note, None, budget)
