@@ -260,3 +260,17 @@ def test_plan_batch_context_min_score_and_stale_over_stdio(indexed):
                 (vault / KUBE).write_bytes(saved)
 
     asyncio.run(go())
+
+
+def test_cli_min_score_keeps_hits_of_that_relevance_and_explain_shows_it(indexed):
+    _, _, env = indexed
+
+    def search(*args):
+        return CliRunner().invoke(cli, ["search", *args, "kube-proxy iptables"], env=env, catch_exceptions=False)
+
+    everything = json.loads(search("--json").output)["hits"]
+    strict = json.loads(search("--json", "--min-score", "0.9").output)["hits"]
+    assert len(everything) > 1 and [h["key"] for h in strict] == [KUBE] and strict[0]["relevance"] >= 0.9
+    assert all(0 <= h["relevance"] <= 1 for h in everything)
+    assert "relevance 1.00" in search("--explain", "--top", "1").output
+    assert search("--min-score", "2").exit_code == 2  # out of 0..1: a usage error
