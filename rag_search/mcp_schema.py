@@ -32,7 +32,7 @@ PARAMETERS: dict[str, str] = {
     "chunks": "true: one result per matching passage instead of one per item.",
     "searches": "Sub-queries: keyword (exact words, names) or semantic (meaning), fused into one list.",
     "intent": "What the user is after, in a sentence (with searches).",
-    "min_score": "Leave out hits with a lower relevance (0..1, one scale for all queries; 0.5: on topic).",
+    "min_score": "Leave out hits with a lower relevance (0..1, one scale for all queries; 0.5 drops most off-topic hits).",
     "queries": "The queries (each as rag_search's query).",
     "rag_batch_search.top_k": "How many results per query.",
     "rag_context.path_or_id": "The hit's item_id.",

@@ -4,8 +4,8 @@ One keyed read of the hits' item rows, then at most one stat() per item; no sour
 checked depends on what the index recorded about the item:
 
 - items read from one file (notes, documents, code files, books with a file; size and mtime recorded, or a
-  size:mtime stamp): the file is stat'ed: gone -> "deleted" (deleted, or moved/renamed away), another size or modification time ->
-  "changed" (a touched but unchanged file counts as changed until the next index run);
+  size:mtime stamp): the file is stat'ed: gone -> "deleted" (deleted, or moved/renamed away), another size or
+  modification time -> "changed" (a touched but unchanged file counts as changed until the next index run);
 - a Superwhisper recording: its folder's meta.json, the same way;
 - a calendar event: the calendar file it came from is gone -> "deleted" (an edit inside the file is not checked:
   the file holds many events);
@@ -33,8 +33,9 @@ DELETED = "deleted"
 MARKS = (CHANGED, DELETED)
 # source types whose item lives in a file other than its uri: the file under the uri that is stat'ed
 STAT_INSIDE = {"recording": "meta.json"}
+# items that are one of many in their uri's file: only its disappearance is checked
 CONTAINER_TYPES = ("event",)
-_FILE_STAMP = re.compile(r"(\d+):(\d+)(?::fresh)?")  # items that are one of many in their uri's file: only its disappearance is checked
+_FILE_STAMP = re.compile(r"(\d+):(\d+)(?::fresh)?")
 
 
 def stale_marks(store: Store, item_ids: list[int]) -> dict[int, str]:

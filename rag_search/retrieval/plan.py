@@ -1,9 +1,10 @@
 """Query plans: an agent's typed sub-queries (keyword: exact words; semantic: meaning), fused into one answer.
 
 The calling model expands the question (no local LLM does): each sub-query runs in its own mode with the same
-filters, and their item rankings are fused by RRF, each weighing the same. An intent (what the user is after, in a sentence) steers the semantic side; how, was measured
-(bench/plan_experiment.py, bench/RESULTS.md). The shown passage of an item is the one of the sub-query that
-ranked it best; its relevance (relevance.py) is the best over the sub-queries.
+filters, and their item rankings are fused by RRF, each weighing the same. An intent (what the user is after, in
+a sentence) runs as one more semantic search at half weight (measured: bench/plan_experiment.py, bench/RESULTS.md).
+The shown passage of an item is the one of the sub-query that ranked it best; its relevance (relevance.py) is the
+best over the sub-queries.
 """
 
 from __future__ import annotations
@@ -63,7 +64,8 @@ class QueryPlan:
         return self
 
     def runs(self) -> tuple[SubQuery, ...]:
-        """What is searched: the sub-queries, and the intent as one more semantic search (measured best)."""
+        """What is searched: the sub-queries, and the intent as one more semantic search at half weight (its effect
+        on the judged set was within noise, a full weight hurt: bench/RESULTS.md)."""
         intent = (self.intent or "").strip()
         return self.searches + ((SubQuery("semantic", intent, INTENT_WEIGHT),) if intent else ())
 
