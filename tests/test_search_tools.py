@@ -219,6 +219,13 @@ def test_plan_batch_context_min_score_and_stale_over_stdio(indexed):
                 {"type": "semantic", "query": "roll back a cluster upgrade"}], "intent": "undo the upgrade"}))
             assert planned["hits"][0]["key"] == KUBE and planned["searches"] == 3
             assert 0 <= planned["hits"][-1]["relevance"] <= planned["hits"][0]["relevance"] <= 1
+            readme = payload(await s.call_tool("rag_search", {  # the README's example: query, plan, intent, min_score
+                "query": "cluster upgrade problems", "searches": [
+                    {"type": "keyword", "query": "kube-proxy rollback"},
+                    {"type": "semantic", "query": "the kubernetes upgrade failed and was rolled back"}],
+                "intent": "what broke during the last cluster upgrade and how it was undone", "min_score": 0.3}))
+            assert readme["searches"] == 4 and readme["hits"][0]["key"] == KUBE
+            assert all(h["relevance"] >= 0.3 for h in readme["hits"])
 
             singles = [payload(await s.call_tool("rag_search", {"query": q})) for q in queries]
             batch = payload(await s.call_tool("rag_batch_search", {"queries": queries}))["results"]
