@@ -120,5 +120,6 @@ def test_two_servers_index_a_collection_once_and_the_second_takes_over_when_the_
             hits = payload(await second.call_tool("rag_search", {"query": "kube-proxy iptables rollback"}))["hits"]
             assert hits[0]["title"] == "Kube Upgrade"
         assert f"notes: the run of pid {indexer} stopped" in (tmp_path / "2.log").read_text()  # said in its log
+        assert "Traceback" not in (tmp_path / "1.log").read_text()  # the second one's look at the search socket
 
     asyncio.run(go())

@@ -106,11 +106,16 @@ def _handler(owner: SearchSocket):
     class Handler(socketserver.StreamRequestHandler):
         def handle(self):
             line = self.rfile.readline(MAX_REQUEST)
+            if not line:
+                return  # another server on this home looking whether this one is alive (_alive)
             try:
                 reply = owner.answer(json.loads(line))
             except Exception as exc:  # never take the server down; the client falls back
                 reply = {"fallback": True, "why": f"{type(exc).__name__}: {exc}"}
-            self.wfile.write(json.dumps(reply, ensure_ascii=False).encode() + b"\n")
+            try:
+                self.wfile.write(json.dumps(reply, ensure_ascii=False).encode() + b"\n")
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client gave up waiting and searched in-process
 
     return Handler
 
