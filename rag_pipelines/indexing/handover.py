@@ -17,8 +17,9 @@ from typing import Callable
 
 from rag_search.config import Paths
 
+from rag_pipelines.indexing import runs  # runs.index_collections: tests stand in for it there
 from rag_pipelines.indexing.lock import CollectionBusy, collection_lock
-from rag_pipelines.indexing.runs import RunSummary, index_collections
+from rag_pipelines.indexing.runs import RunSummary
 
 log = logging.getLogger("local_rag")
 _waiters: dict[tuple[str, str], threading.Thread] = {}
@@ -30,7 +31,7 @@ def index_or_hand_over(paths: Paths, name: str, trigger: str = "mcp",
     """Sync collection `name` now, or raise CollectionBusy naming who does and take over if that run dies (after
     `check`, which raises when the collection may no longer be indexed)."""
     try:
-        [summary] = index_collections(paths, [name], trigger=trigger, wait=False)
+        [summary] = runs.index_collections(paths, [name], trigger=trigger, wait=False)
     except CollectionBusy as exc:
         wait_in_background(paths, name, trigger, time.time(), check)
         raise CollectionBusy(
@@ -60,7 +61,7 @@ def _take_over(paths: Paths, name: str, trigger: str, asked: float, check: Calla
                         name, _who(before), trigger)
             if check is not None:
                 check()
-            [summary] = index_collections(paths, [name], trigger=trigger)
+            [summary] = runs.index_collections(paths, [name], trigger=trigger)
             log.warning("%s", summary.line())
     except Exception as exc:  # noqa: BLE001 - a background thread: say why in the log, never die silently
         log.warning("%s: taking over its indexing failed (%s: %s); run `local-rag index %s` in a terminal.",
