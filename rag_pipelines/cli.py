@@ -233,12 +233,17 @@ def watch(app: App, collections: tuple[str, ...], debounce: float):
 @pass_app
 def ui(app: App, port: int, host: str):
     """Open the Dagster UI (webserver + daemon for sensors and schedules) on local-rag's instance."""
+    import threading
+
     from rag_pipelines.wiring.instance import ensure_instance
+    from rag_pipelines.wiring.reload import follow_config
 
     home = ensure_instance(app.paths)
     click.echo(f"Dagster UI on http://{host}:{port}  (DAGSTER_HOME={home}); Ctrl-C stops it.", err=True)
     env = {**os.environ, "DAGSTER_HOME": str(home), "LOCAL_RAG_HOME": str(app.paths.home)}
     cmd = [sys.executable, "-m", "dagster", "dev", "-w", str(home / "workspace.yaml"), "-h", host, "-p", str(port)]
+    local = "127.0.0.1" if host in ("0.0.0.0", "::") else f"[{host}]" if ":" in host else host
+    follow_config(app.paths, f"http://{local}:{port}", lambda m: click.echo(m, err=True), threading.Event())
     raise SystemExit(run_until_signal(cmd, env))
 
 

@@ -9,6 +9,7 @@ type ("Project Alpha"); `safe_name` maps them to Dagster-safe identifiers.
 from __future__ import annotations
 
 import hashlib
+import logging
 import re
 import unicodedata
 from dataclasses import fields
@@ -18,7 +19,7 @@ from typing import Annotated, Literal, Union
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from rag_search.config import Paths, Settings, describe_validation_error, load_settings
+from rag_search.config import FileWatch, Paths, Settings, describe_validation_error, load_settings
 from rag_search.errors import ConfigError
 
 from rag_pipelines.parsers.limits import Limits
@@ -27,6 +28,7 @@ from rag_pipelines.sources.registry import options_models, source_types
 
 MAX_NAME = 64
 _IDENT = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+log = logging.getLogger("local_rag")
 
 
 class Chunking(Model):
@@ -139,6 +141,26 @@ def load_collections(paths: Paths | None = None, settings: Settings | None = Non
             out.setdefault(name, cfg)
     disabled = set(settings.disabled_collections)
     return {n: c for n, c in out.items() if n not in disabled}
+
+
+_followed: dict[str, tuple[FileWatch, dict[str, CollectionConfig]]] = {}  # config file → its watch, last good load
+
+
+def current_collection(paths: Paths, cfg: CollectionConfig) -> CollectionConfig | None:
+    """The collection as config.yaml and registry.yaml say now, for a long-running process that built its Dagster
+    definitions from an earlier version: the edited one; `cfg` while an edit has an error (logged); None once the
+    collection was removed. Two stats a call while the files are unchanged."""
+    key = str(paths.config)
+    watch, loaded = _followed.get(key, (None, None))
+    if watch is None or watch.changed():
+        watch = watch or FileWatch([paths.config, registry_path(paths)])
+        try:
+            loaded = load_collections(paths)
+        except ConfigError as exc:
+            log.warning("%s (the collections loaded before stay in use until the file is fixed)", exc)
+            loaded = loaded if loaded is not None else {cfg.name: cfg}
+        _followed[key] = (watch, loaded)
+    return loaded.get(cfg.name)
 
 
 def _seed_collections(settings: Settings) -> dict[str, dict]:

@@ -1,6 +1,7 @@
 """Settings: the declarative config file says *what*, environment variables say *where*.
 
-Read once at the edge (CLI, MCP server, Dagster definitions) and passed down as one object.
+Read once at the edge (CLI, MCP server, Dagster definitions) and passed down as one object; long-running processes
+(the MCP server, the watcher, `local-rag ui`) follow edits of the file through LiveSettings / FileWatch.
 
 Where things live (environment):
     LOCAL_RAG_HOME     the local-rag home (default ~/.local-rag)
@@ -12,7 +13,11 @@ Where things live (environment):
 
 from __future__ import annotations
 
+import hashlib
+import logging
 import os
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -201,3 +206,94 @@ def describe_validation_error(path: Path, exc: ValidationError) -> str:
         lines.append(f"  {where}: {err['msg']}")
     lines.append("Fix these fields; config/local-rag.example.yaml documents every setting.")
     return "\n".join(lines)
+
+
+# -- following edits ----------------------------------------------------------------------------
+
+FileStamp = tuple[int, int, int] | None  # (inode, mtime_ns, size); None: no such file
+RACY_SECONDS = 2.0  # a file changed this recently may change again within its mtime's granularity: compare content
+log = logging.getLogger("local_rag")
+
+
+def file_stamp(path: Path) -> FileStamp:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_ino, st.st_mtime_ns, st.st_size
+
+
+class FileWatch:
+    """Whether some files changed since they were last taken in: their stamps (inode, mtime, size), and their
+    content while a change is so recent that a second one could keep the same stamp (git's "racy" files)."""
+
+    def __init__(self, files: list[Path] | tuple[Path, ...]):
+        self.files = tuple(files)
+        self.stamps, self.digest = self._look()
+
+    def _look(self) -> tuple[tuple[FileStamp, ...], str | None]:
+        stamps = tuple(file_stamp(f) for f in self.files)
+        racy = any(s and time.time() - s[1] / 1e9 < RACY_SECONDS for s in stamps)
+        return stamps, (self._content() if racy else None)
+
+    def _content(self) -> str:
+        digest = hashlib.sha1()
+        for f in self.files:
+            try:
+                digest.update(f.read_bytes())
+            except OSError:
+                digest.update(b"\0missing")
+        return digest.hexdigest()
+
+    def changed(self) -> bool:
+        """True (once) when a file changed since the last call that returned True, or since this was made."""
+        stamps = tuple(file_stamp(f) for f in self.files)
+        if stamps == self.stamps and (self.digest is None or self._content() == self.digest):
+            if self.digest is not None and not self._look()[1]:
+                self.digest = None  # old enough now: stamps alone tell
+            return False
+        self.stamps, self.digest = self._look()
+        return True
+
+
+class LiveSettings:
+    """The settings of a running process, following edits of the config file: its stamp is looked at at most
+    once per `interval` seconds (a stat, ~2 us), and the file re-read when it changed. A broken edit keeps the
+    last good settings; `error` says why (and the log, once) until the file is fixed."""
+
+    def __init__(self, path: Path, interval: float = 1.0, settings: Settings | None = None):
+        self.path, self.interval = path, interval
+        self.watch = FileWatch([path])
+        self.settings = settings if settings is not None else load_settings(path)
+        self.error: str | None = None
+        self.loaded_at = time.time()
+        self._checked = time.monotonic()
+        self._lock = threading.Lock()
+
+    def current(self, max_age: float | None = None) -> Settings:
+        """The settings, re-read first if the file changed (looked at when the last look is older than `max_age`,
+        default `interval`; 0: now)."""
+        self.check(max_age)
+        return self.settings
+
+    def check(self, max_age: float | None = None) -> bool:
+        """True when new settings were loaded just now."""
+        if time.monotonic() - self._checked < (self.interval if max_age is None else max_age):
+            return False
+        with self._lock:
+            self._checked = time.monotonic()
+            if not self.watch.changed():
+                return False
+            try:
+                self.settings, self.error, self.loaded_at = load_settings(self.path), None, time.time()
+            except ConfigError as exc:
+                self.error = f"{exc} (the settings loaded before this edit stay in use until the file is fixed)"
+                log.warning("%s", self.error)
+                return False
+            log.info("%s: re-read, the new settings are in use", self.path)
+            return True
+
+    def state(self) -> dict[str, Any]:
+        """For status output: the file, when it was last read successfully, and why an edit is not in use."""
+        loaded = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(self.loaded_at))
+        return {"file": str(self.path), "loaded": loaded, **({"error": self.error} if self.error else {})}

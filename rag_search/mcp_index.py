@@ -16,11 +16,12 @@ from rag_search.errors import RagError
 
 
 def index(paths: Paths, collection: str, path: str | None) -> dict:
-    from rag_pipelines.indexing.runs import index_collections  # lazily: only this tool needs Dagster
+    from rag_pipelines.indexing.handover import index_or_hand_over  # lazily: only this tool needs Dagster
 
     name = _index_target(paths, collection, path) if path else _valid_name(collection)
     mcp_guard.check_run(paths, name)
-    [summary] = index_collections(paths, [name], trigger="mcp", wait=False)  # busy: say so at once, never block
+    # busy: say at once who indexes it, and take over (policy checked again) if that run dies
+    summary = index_or_hand_over(paths, name, "mcp", check=lambda: mcp_guard.check_run(paths, name))
     o = summary.outcomes
     return {"collection": name, "indexed": o.get("indexed", 0), "updated": o.get("indexed", 0),
             "skipped": summary.unchanged, "failed": o.get("failed", 0), "deleted": o.get("deleted", 0),

@@ -22,7 +22,7 @@ from mcp_types import ToolAnnotations
 from pydantic import ValidationError
 
 from rag_search import mcp_guard, mcp_http, mcp_index, mcp_reads, mcp_search
-from rag_search.config import Paths, Settings, load_settings
+from rag_search.config import LiveSettings, Paths, Settings
 from rag_search.embedders import Embedder, load_embedder
 from rag_search.errors import EmbedderMismatch, RagError
 from rag_search.mcp_args import (ChunkIndex, DateText, Days, Intent, Metadata, MinScore, PathText, Query, Queries,
@@ -32,6 +32,7 @@ from rag_search.mcp_reads import compact_json, empty_index
 from rag_search.mcp_schema import compact_tools
 from rag_search.people import PeopleDirectory
 from rag_search.retrieval import SearchEngine
+from rag_search.retrieval.rerank import load_reranker
 from rag_search.store import Store, reads
 from rag_search.store.vectors import same_vectors
 
@@ -55,6 +56,28 @@ class RagContext:
     embedder: Embedder
     engine: SearchEngine
     people: PeopleDirectory | None = None
+    live: LiveSettings | None = None  # the config file, followed while the server runs
+
+    def refresh(self, max_age: float | None = None) -> RagContext:
+        """Take in an edited config file (looked at once a second, or when older than `max_age`): search
+        settings, reranker, embedder and people apply to the next call; a broken edit changes nothing."""
+        if self.live is not None and self.live.check(max_age):
+            try:
+                self._apply(self.live.settings)
+            except RagError as exc:  # e.g. a people file that cannot be read
+                self.live.error = f"{exc} (the settings loaded before stay in use)"
+        return self
+
+    def _apply(self, new: Settings) -> None:
+        people = PeopleDirectory.from_settings(new)
+        if new.embedder != self.settings.embedder:
+            self.embedder = self.engine.embedder = load_embedder(new.embedder, self.paths)
+        if new.search != self.settings.search:
+            self.engine.settings, self.engine.reranker = new.search, load_reranker(new.search)
+        self.settings, self.people = new, people
+
+    def config_state(self) -> dict[str, Any]:
+        return self.live.state() if self.live is not None else {"file": str(self.paths.config)}
 
 
 _context: RagContext | None = None
@@ -65,11 +88,12 @@ def open_context(paths: Paths | None = None) -> RagContext:
     global _context
     if _context is None:
         paths = paths or Paths.from_env()
-        settings = load_settings(paths.config)
+        live = LiveSettings(paths.config)
+        settings = live.settings
         store = Store.open(paths.db)
         embedder = load_embedder(settings.embedder, paths)
         _context = RagContext(paths, settings, store, embedder, SearchEngine(store, embedder, settings.search, bits_in_ram=True),
-                              PeopleDirectory.from_settings(settings))
+                              PeopleDirectory.from_settings(settings), live)
         recorded = store.embedder
         if recorded and same_vectors(recorded[0], embedder.id) and recorded[1] == embedder.dimensions:
             embedder.embed_query("warm up")  # load the model now, not on the first question
@@ -88,7 +112,12 @@ def close_context() -> None:
 
 
 def _ctx() -> RagContext:
-    return open_context()
+    return open_context().refresh()
+
+
+def status(ctx: RagContext) -> dict[str, Any]:
+    """rag_status: the index's figures and the config file in use (and why an edit of it is not)."""
+    return {**mcp_reads.status(ctx), "config": ctx.config_state()}
 
 
 def _fail(exc: RagError) -> ToolError:
@@ -229,7 +258,7 @@ def build_server() -> MCPServer:
     @mcp.tool(annotations=READ_ONLY)
     async def rag_status() -> dict:
         """Overall index statistics, the index's embedder, last index time and recent failures."""
-        return await _call(mcp_reads.status, _ctx())
+        return await _call(status, _ctx())
 
     @mcp.tool(annotations=READ_ONLY)
     async def rag_batch_search(queries: Queries, collections: Texts | None = None, top_k: TopK | None = None,
@@ -256,14 +285,15 @@ def _resources(mcp: MCPServer) -> None:
 
     @mcp.resource("rag://stats", mime_type="application/json", description="Collections, counts, size, embedder.")
     def stats() -> str:
-        return as_json(mcp_reads.status(_ctx()))
+        return as_json(status(_ctx()))
 
     @mcp.resource("ingestion://status", mime_type="application/json", description="Totals and last index run.")
     def ingestion_status() -> str:
         st = reads.status(_ctx().store)
         return as_json({"totals": st["totals"], "last_indexed": st["last_indexed"], "embedder": st["embedder"],
                         "collections": {c["name"]: {"items": c["items"], "failed": c["failed"],
-                                                    "last_indexed": c["last_indexed"]} for c in st["collections"]}})
+                                                    "last_indexed": c["last_indexed"]} for c in st["collections"]},
+                        "config": _ctx().config_state()})
 
     @mcp.resource("ingestion://stats", mime_type="application/json",
                   description="Per source: items matched, indexed, failed, chunks, last scan and why a source was skipped.")

@@ -100,7 +100,9 @@ def cli_search(env, *args):
     return CliRunner().invoke(cli, ["search", *args], env=env, catch_exceptions=False)
 
 
-def test_another_database_or_an_edited_config_is_searched_in_process(served, tmp_path, fake_embedder):
+def test_another_database_or_a_broken_config_is_searched_in_process(served, tmp_path, fake_embedder):
+    """An edited config.yaml is taken in by the running server at once; one with an error is left to in-process
+    search, which says what is wrong."""
     home, env, _ = served
     other = tmp_path / "other.db"
     store = Store.open(other)
@@ -113,9 +115,14 @@ def test_another_database_or_an_edited_config_is_searched_in_process(served, tmp
     config.write_text("search:\n  top_k: 1\n")
     try:
         data = json.loads(search(env, "kube-proxy", "--json", "--explain").stdout)
-        assert data["explain"]["answered_by"] == "this process" and len(data["hits"]) == 1
+        assert data["explain"]["answered_by"].startswith("local-rag serve") and len(data["hits"]) == 1
+        config.write_text("search:\n  top_k: many\n")
+        broken = search(env, "kube-proxy", "--json", "--explain")
+        assert broken.returncode != 0 and "search.top_k" in broken.stderr and not broken.stdout
     finally:
         config.unlink()
+    data = json.loads(search(env, "kube-proxy", "--json", "--explain").stdout)
+    assert data["explain"]["answered_by"].startswith("local-rag serve") and len(data["hits"]) > 1
 
 
 def test_a_stale_socket_falls_back_and_is_replaced(tmp_path, builtin_embedder):

@@ -107,3 +107,28 @@ def test_validation_errors_name_file_collection_and_field(tmp_path, monkeypatch)
     msg = str(err.value)
     assert str(home / "config.yaml") in msg and "collection 'my/notes'" in msg
     assert "name" in msg and "sources.0.paths" in msg and "sources.0.captures.0.pattern" in msg
+
+
+def test_items_the_config_excludes_since_they_were_indexed_leave_the_index(tmp_path, monkeypatch):
+    """A sync loads items at their known paths without a scan: it loaded a file the config now excludes (or a
+    .ragignore now ignores) and kept it indexed as unchanged. Real runs, a real edit of config.yaml."""
+    import yaml
+    from pipeline_env import make_home
+
+    from rag_pipelines.indexing import runs
+    from rag_pipelines.wiring import resources
+    from rag_search.store import reads
+
+    paths, vault = make_home(tmp_path, monkeypatch)
+    try:
+        runs.index_collections(paths, ["notes"])
+        before = set(reads.item_states(resources.RagResource().store(), "notes"))
+        config = yaml.safe_load(paths.config.read_text())
+        config["collections"]["notes"]["sources"][0]["exclude"] = ["Daily/**", "**/*.canvas"]
+        paths.config.write_text(yaml.safe_dump(config))
+        [summary] = runs.index_collections(paths, ["notes"])
+        assert set(reads.item_states(resources.RagResource().store(), "notes")) == before - {
+            "Daily/2024-03-15.md", "Board.canvas"}
+        assert summary.outcomes == {"deleted": 2}
+    finally:
+        resources.close_all()

@@ -200,3 +200,50 @@ def test_a_signal_dagster_loses_in_a_finalizer_still_stops_the_watcher():
             assert stop.wait(5)
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def test_the_watcher_follows_config_edits_and_ragignore_files(tmp_path, monkeypatch):
+    """Without a restart: a broken edit of config.yaml keeps what is watched and says why (also in watch-stats); a
+    collection added to it is indexed and its folder watched; a .ragignore written there re-plans it."""
+    import yaml
+
+    paths, vault = make_home(tmp_path, monkeypatch)
+    papers = tmp_path / "papers"
+    papers.mkdir()
+    (papers / "wal.md").write_text("Write-ahead logging lets readers proceed while one writer appends.\n")
+    stop, messages = threading.Event(), []
+    thread = threading.Thread(target=watch_collections, args=(paths, None, 0.3, messages.append, stop), daemon=True)
+    thread.start()
+    engine = None
+    try:
+        _wait(lambda: any(m.startswith("watching") for m in messages), messages)
+        good = paths.config.read_text()  # edits are taken in after the catch-up run, however long it takes
+        paths.config.write_text(good + "search: {top_k: many}\n")
+        _wait(lambda: "config_error" in watch_stats(paths), messages)
+        assert "search.top_k" in watch_stats(paths)["config_error"] and any("stays in use" in m for m in messages)
+        config = yaml.safe_load(good)
+        config["collections"]["papers"] = {"sources": [{"type": "project", "paths": [str(papers)]}]}
+        paths.config.write_text(yaml.safe_dump(config))
+        engine = SearchEngine(resources.RagResource().store(), None)
+
+        def found(word: str) -> set[str]:
+            return {h.key for h in engine.search(SearchRequest(word, mode="keyword")).hits if h.collection == "papers"}
+
+        _wait(lambda: found("readers") == {"wal.md"}, messages)  # the new collection was synced...
+        assert "config_error" not in watch_stats(paths) and str(papers) in watch_stats(paths)["watching"]
+        (papers / "birds.md").write_text("A kingfisher by the river.\n")
+        _wait(lambda: found("kingfisher") == {"birds.md"}, messages)  # ...and its folder is watched
+        (papers / ".ragignore").write_text("wal.md\n")
+        _wait(lambda: found("readers") == set(), messages)  # a .ragignore re-plans: wal.md left the index
+        assert found("kingfisher") == {"birds.md"}
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+        resources.close_all()
+
+
+def _wait(condition, messages, seconds: float = 120) -> None:
+    deadline = time.time() + seconds
+    while not condition():
+        assert time.time() < deadline, messages
+        time.sleep(0.2)

@@ -1,8 +1,9 @@
 """Files under root folders (an Obsidian vault, project folders): the first Source.
 
-os.scandir walk that prunes excluded folders before entering them, follows symlinked folders once
-(cycles are cut) and never follows a link that leads outside the source's roots unless the config
-says so. Scans never read contents; sha256 is computed only for candidates.
+os.scandir walk that prunes excluded folders before entering them (the config's globs, then the `.ragignore` files
+on the way: ragignore.py), follows symlinked folders once (cycles are cut) and never follows a link that leads
+outside the source's roots unless the config says so. Scans never read contents; sha256 is computed only for
+candidates.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Iterator, Literal, Mapping, Sequence
 from pydantic import Field, field_validator
 
 from rag_pipelines import parsers
+from rag_pipelines.sources import ragignore
 from rag_pipelines.parsers.limits import Limits
 from rag_pipelines.sources.base import BaseSource, Loaded, ScanResult, SourceUnavailable, Stamp
 from rag_pipelines.sources.globs import GlobSet
@@ -112,6 +114,7 @@ class FileSource(BaseSource):
         self._entries: dict[str, FileEntry] | None = None
         self._problems: dict[str, tuple[str, str]] = {}
         self._unavailable: str | None = None
+        self._ignores = ragignore.Cache()
 
     def _join(self, sub: str | None) -> str | None:
         parts = [p for p in (self.label, sub) if p]
@@ -166,9 +169,24 @@ class FileSource(BaseSource):
             except ValueError:
                 continue
             folders = [str(p) for p in list(Path(rel).parents)[:-1]]
-            if self.globs.wants_file(rel) and not any(self.globs.skips_folder(f) for f in folders):
+            if (self.globs.wants_file(rel) and not any(self.globs.skips_folder(f) for f in folders)
+                    and not self._ignores.ignores(root, rel)):
                 return path_key(rel, label)
         return None
+
+    def replans(self, path: Path) -> bool:
+        """Whether a change of `path` means planning the whole source again (the watcher): a .ragignore the scan
+        reads, in a root or a folder it enters."""
+        if Path(path).name != ragignore.RAGIGNORE:
+            return False
+        for root, _ in self.roots:
+            try:
+                folder = Path(path).parent.relative_to(root)
+            except ValueError:
+                continue
+            folders = [str(p) for p in [folder, *folder.parents] if str(p) != "."]
+            return not any(self.globs.skips_folder(f) for f in folders)
+        return False
 
     # -- load ----------------------------------------------------------------------------------
 
@@ -191,6 +209,8 @@ class FileSource(BaseSource):
         return found
 
     def _entry_from_path(self, key: str, path: Path) -> FileEntry | None:
+        if self.key_for_path(path) != key:  # no longer wanted there (excluded, ignored since): gone from the source
+            return None
         for root, label in self.roots:
             try:
                 rel = path.relative_to(root).as_posix()
@@ -265,9 +285,9 @@ Walked = tuple[str, "os.stat_result | None", "tuple[str, str] | None"]
 def _walk(root: Path, globs: GlobSet, allowed: list[Path] | None) -> Iterator[Walked]:
     """(relpath, stat, None) per wanted file; (relpath/, None, (kind, message)) per folder or file it cannot read."""
     seen_dirs = {_dir_id(root)}
-    stack = [(root, "")]
+    stack: list[tuple[Path, str, tuple[ragignore.Rules, ...]]] = [(root, "", ())]
     while stack:
-        folder, rel_folder = stack.pop()
+        folder, rel_folder, ignores = stack.pop()
         try:
             entries = list(os.scandir(folder))
         except OSError as exc:
@@ -275,22 +295,28 @@ def _walk(root: Path, globs: GlobSet, allowed: list[Path] | None) -> Iterator[Wa
                 yield rel_folder, None, ("unreadable", f"cannot list the folder {readable(str(folder))} ({exc.strerror or exc}); "
                                          "check its permissions, or exclude it with exclude_folders")
             continue
+        if any(e.name == ragignore.RAGIGNORE for e in entries):
+            try:
+                ignores += (ragignore.load(folder / ragignore.RAGIGNORE, rel_folder),)
+            except (OSError, ragignore.IgnoreFileError) as exc:
+                yield rel_folder + ragignore.RAGIGNORE, None, ragignore.problem(folder / ragignore.RAGIGNORE, exc)
+                continue
         for entry in entries:
             rel = f"{rel_folder}{entry.name}"
             try:
                 if entry.is_symlink() and not _inside(Path(entry.path), allowed):
                     continue  # a link out of the roots: not followed unless follow_symlinks_outside
                 if entry.is_dir():
-                    if globs.skips_folder(rel):
+                    if globs.skips_folder(rel) or ragignore.ignored(ignores, rel, True):
                         continue
                     ident = _dir_id(Path(entry.path))
                     if ident not in seen_dirs:
                         seen_dirs.add(ident)
-                        stack.append((Path(entry.path), rel + "/"))
-                elif globs.wants_file(rel):
+                        stack.append((Path(entry.path), rel + "/", ignores))
+                elif globs.wants_file(rel) and not ragignore.ignored(ignores, rel, False):
                     yield (rel, entry.stat(), None) if entry.is_file() else (rel, None, _not_a_file(entry))
             except OSError as exc:
-                if globs.wants_file(rel):
+                if globs.wants_file(rel) and not ragignore.ignored(ignores, rel, False):
                     yield rel, None, ("unreadable", f"cannot read {readable(entry.path)} ({exc.strerror or exc}); "
                                       "shorten the path or fix its permissions")
 

@@ -8,7 +8,7 @@ import dagster as dg
 from pydantic import Field
 
 from rag_pipelines.indexing import progress
-from rag_pipelines.config import CollectionConfig, safe_name
+from rag_pipelines.config import CollectionConfig, current_collection, safe_name
 from rag_pipelines.indexing.items import IndexStats, index_keys
 from rag_pipelines.indexing.lock import collection_lock
 from rag_pipelines.indexing.plan import plan_sync
@@ -86,11 +86,11 @@ def build_collection(cfg: CollectionConfig) -> CollectionDefs:
         backfill_policy=dg.BackfillPolicy.single_run(),
     )
     def items(context: dg.AssetExecutionContext, config: ItemsConfig, rag: RagResource):
-        failure = None
+        failure, now = None, current_collection(rag.paths(), cfg) or cfg  # config.yaml as it is now
         if key in context.selected_asset_keys:
-            failure = _index_partitions(context, cfg, key, partitions.name, rag, config.force)
+            failure = _index_partitions(context, now, key, partitions.name, rag, config.force)
         names = {k.name for k in context.selected_asset_check_keys}
-        yield from checks.as_results(checks.evaluate(cfg, partitions.name, rag, context.instance, names), key)
+        yield from checks.as_results(checks.evaluate(now, partitions.name, rag, context.instance, names), key)
         if failure:
             raise failure
 
@@ -107,19 +107,19 @@ def build_collection(cfg: CollectionConfig) -> CollectionDefs:
         "fails the items that fail, and evaluates the checks.",
     )
     def sync(context: dg.OpExecutionContext, rag: RagResource):
-        conf = context.op_config
+        conf, now = context.op_config, current_collection(rag.paths(), cfg) or cfg  # config.yaml as it is now
         store = rag.store()
         reindex, delete = list(conf["reindex"]), list(conf["delete"])
         if conf["rescan"]:
-            plan = plan_sync(store, cfg, force=conf["force"], retry_failed=True)
+            plan = plan_sync(store, now, force=conf["force"], retry_failed=True)
             add_partitions(context.instance, partitions.name, plan.new)
             reindex, delete = plan.new + plan.changed, plan.deleted
             context.log.info(f"rescan: {len(plan.new)} new, {len(plan.changed)} changed, {len(plan.deleted)} deleted")
         if context.run.is_resume_retry:
-            reindex = outcomes.retry_keys(store, cfg, reindex)
+            reindex = outcomes.retry_keys(store, now, reindex)
             context.log.info(f"re-execution from failure: retrying the {len(reindex)} items not indexed")
-        failure = _index(context, cfg, key, partitions.name, rag, reindex + delete, conf["force"])
-        for evaluation in checks.as_evaluations(checks.evaluate(cfg, partitions.name, rag, context.instance), key):
+        failure = _index(context, now, key, partitions.name, rag, reindex + delete, conf["force"])
+        for evaluation in checks.as_evaluations(checks.evaluate(now, partitions.name, rag, context.instance), key):
             context.log_event(evaluation)
         if failure:
             raise failure

@@ -6,6 +6,7 @@ import time
 
 import dagster as dg
 
+from rag_pipelines.config import current_collection
 from rag_pipelines.indexing.health import reap_dead_runs
 from rag_pipelines.indexing.plan import plan_sync
 from rag_pipelines.wiring.assets import CollectionDefs, add_partitions, items_op_name, sync_op_name
@@ -72,12 +73,16 @@ def build_sensor(c: CollectionDefs) -> dg.SensorDefinition:
         ) or context.instance.get_runs(filters=dg.RunsFilter(job_name=c.sync_job.name, statuses=ACTIVE), limit=1)
         if active:
             return dg.SkipReason("a run of this collection is in progress; its changes are picked up after it")
+        cfg = current_collection(rag.paths(), c.cfg)  # config.yaml as it is now: edits apply without a reload
+        if cfg is None:
+            return dg.SkipReason(f"'{c.cfg.name}' is no longer configured; reload the code location (Deployment → "
+                                 "Reload in the UI) to drop this sensor")
         t0 = time.perf_counter()
-        plan = plan_sync(rag.store(), c.cfg)
+        plan = plan_sync(rag.store(), cfg)
         cursor = json.dumps({"last_scan": time.time(), "items": len(plan.entries),
                              "scan_seconds": round(time.perf_counter() - t0, 2), "unavailable": plan.unavailable})
         for source, why in plan.unavailable.items():
-            context.log.warning(f"source {source} of '{c.cfg.name}' skipped: {why}")
+            context.log.warning(f"source {source} of '{cfg.name}' skipped: {why}")
         if plan.empty:
             skipped = f"; skipped unreadable sources: {', '.join(plan.unavailable)}" if plan.unavailable else ""
             return dg.SensorResult(skip_reason=f"no changes in {len(plan.entries)} items{skipped}", cursor=cursor)

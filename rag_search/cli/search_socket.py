@@ -3,9 +3,10 @@
 The MCP server already holds the store open and the model loaded, so a search through it skips the CLI's imports
 and model load (measured in bench/cli_cold_start.py). The client (cli/fast.py) sends the command's arguments and
 the environment that chooses the index; the server parses them with the same click command, runs the same
-`search_text`, and returns the text in-process search would print. Whenever the server cannot answer exactly as
-in-process search would (another database or config, a config edited since the server started, a usage error,
---help), it says "fallback" and the client runs the search itself.
+`search_text`, and returns the text in-process search would print. The server looks at its config file on every
+request and answers with the settings in it (an edit is taken in at once, see config.LiveSettings). Whenever it
+cannot answer exactly as in-process search would (another database or config file, a config file with an error,
+a usage error, --help), it says "fallback" and the client runs the search itself.
 
 One server per home binds the socket (`search.sock`); others leave a live one alone. The file is created with
 mode 0600 and removed when its server stops; a stale file (no one listening) is replaced.
@@ -36,11 +37,10 @@ def socket_path(home: Path) -> Path:
 class SearchSocket:
     """Serves `local-rag search` for one home from a server's open App and engine, in a background thread."""
 
-    def __init__(self, app, engine_of):
+    def __init__(self, app, context_of):
         self.app = app
-        self.engine_of = engine_of  # () -> the server's warm SearchEngine
+        self.context_of = context_of  # () -> the server's RagContext, its config file looked at just now
         self.path = socket_path(app.paths.home)
-        self.config_stamp = _stamp(app.paths.config)
         self.server: socketserver.ThreadingUnixStreamServer | None = None
         self.inode = -1
 
@@ -79,17 +79,20 @@ class SearchSocket:
 
         paths = Paths.from_env(request.get("env", {}))
         mine = self.app.paths
-        if (request.get("v") != PROTOCOL or (paths.db, paths.config) != (mine.db, mine.config)
-                or _stamp(mine.config) != self.config_stamp):
+        if request.get("v") != PROTOCOL or (paths.db, paths.config) != (mine.db, mine.config):
             return {"fallback": True}
+        ctx = self.context_of()
+        if ctx.live is not None and ctx.live.error:
+            return {"fallback": True}  # in-process search reports the broken config file
+        app = type(self.app)(mine)
+        app.__dict__.update(settings=ctx.settings, store=ctx.store, embedder=ctx.embedder)
         args = list(request.get("args", []))
         try:
-            ctx = search.make_context("local-rag search", args, obj=self.app)
+            cmd = search.make_context("local-rag search", args, obj=app)
         except (click.ClickException, click.exceptions.Exit, click.exceptions.Abort):
             return {"fallback": True}  # usage errors and --help print best in-process
         try:
-            text = search_text(self.app, **ctx.params, engine=self.engine_of(),
-                               answered_by=f"local-rag serve, pid {os.getpid()}")
+            text = search_text(app, **cmd.params, engine=ctx.engine, answered_by=f"local-rag serve, pid {os.getpid()}")
         except RagError as exc:
             return {"error": f"error: {exc}", "code": exc.exit_code}
         return {"out": text if request.get("tty") else click.unstyle(text)}
@@ -103,11 +106,16 @@ def _handler(owner: SearchSocket):
     class Handler(socketserver.StreamRequestHandler):
         def handle(self):
             line = self.rfile.readline(MAX_REQUEST)
+            if not line:
+                return  # another server on this home looking whether this one is alive (_alive)
             try:
                 reply = owner.answer(json.loads(line))
             except Exception as exc:  # never take the server down; the client falls back
                 reply = {"fallback": True, "why": f"{type(exc).__name__}: {exc}"}
-            self.wfile.write(json.dumps(reply, ensure_ascii=False).encode() + b"\n")
+            try:
+                self.wfile.write(json.dumps(reply, ensure_ascii=False).encode() + b"\n")
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client gave up waiting and searched in-process
 
     return Handler
 
@@ -124,11 +132,3 @@ def _alive(path: Path) -> bool:
         return False
     finally:
         probe.close()
-
-
-def _stamp(path: Path) -> tuple[int, int] | None:
-    try:
-        st = path.stat()
-        return st.st_mtime_ns, st.st_size
-    except OSError:
-        return None

@@ -31,7 +31,7 @@ def serve(app: App, port: int | None, host: str, token: str | None, allow_hosts:
 
     ctx = mcp_server.open_context(app.paths)
     app.__dict__.update(settings=ctx.settings, store=ctx.store, embedder=ctx.embedder)
-    searches = SearchSocket(app, lambda: ctx.engine)  # `local-rag search` on this home answers from here
+    searches = SearchSocket(app, lambda: ctx.refresh(max_age=0))  # `local-rag search` on this home answers from here
     searches.start()
     # SIGTERM (a client closing the server, uvicorn re-raising it after its graceful stop) ends through `finally`
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
