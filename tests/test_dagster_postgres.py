@@ -17,6 +17,7 @@ from ollama_standin import OllamaStandIn
 from postgres_server import fresh_database
 
 from rag_pipelines.wiring.instance import ensure_instance, render
+from rag_pipelines.wiring.pool import POOL
 from rag_search.config import DagsterSettings, Paths, load_settings
 from rag_search.errors import ConfigError
 
@@ -80,9 +81,14 @@ def wait_for(predicate, seconds=120.0):
         time.sleep(0.1)
 
 
+def both_at_the_model(instance, ollama) -> bool:
+    waiting = instance.event_log_storage.get_concurrency_info(POOL).pending_steps  # assigned or waiting
+    return len({step.run_id for step in waiting}) == 2 or ollama.max_in_flight == 2
+
+
 def test_two_collections_index_in_parallel_one_embedding_at_a_time(postgres_url, tmp_path, monkeypatch):
-    """Both runs are in progress at once (the second starts while the first holds the embedder); the first's
-    request is held until then, and the second sends none meanwhile: the pool admits one embedding call."""
+    """Both runs are in progress at once: the first one's first embedding request is held until the second run
+    reaches the model too, which then waits for the pool's slot instead of sending a request of its own."""
     url = fresh_database(postgres_url, "parallel_runs")
     paths = make_home(tmp_path, monkeypatch, {"storage": url, "embedder_slots": 1})
     with GatedStandIn(delay=0.01) as ollama:
@@ -91,10 +97,8 @@ def test_two_collections_index_in_parallel_one_embedding_at_a_time(postgres_url,
         procs = [subprocess.Popen([sys.executable, "-c", INDEX_ONE, name], env=dict(os.environ), text=True,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE) for name in ("alpha", "beta")]
         with dg.DagsterInstance.get() as instance:
-            started = dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED])
-            try:
-                wait_for(lambda: len(instance.get_runs(started)) == 2 or any(p.poll() for p in procs))
-                time.sleep(1.0)  # the second run reaches the model and waits for the slot
+            try:  # until the second run waits for the embedder's slot (or, without the pool, embeds too)
+                wait_for(lambda: both_at_the_model(instance, ollama) or any(p.poll() is not None for p in procs))
             finally:
                 ollama.gate.set()
             outputs = [p.communicate(timeout=300) for p in procs]
