@@ -156,7 +156,7 @@ def _index(context, cfg: CollectionConfig, key: dg.AssetKey, partitions_name: st
     """Index keys, logging each item's outcome on its partition; the Failure to raise if items failed."""
     store = rag.store()
     step = str(getattr(context, "op_execution_context", context).op_handle)
-    embedder = pooled(rag.embedder(), context.instance, context.run_id, step,
+    embedder = pooled(rag.embedder(), context.instance, context.run.run_id, step,
                       load_settings(rag.paths().config).dagster.embedder_slots)  # one model at a time across runs
     stats = IndexStats()
     events = outcomes.ItemEvents(context, key, partitions_name, cfg, store, embedder.id, stats)
