@@ -120,13 +120,19 @@ def write_config(config: Path, settings: DagsterSettings) -> None:
     ours = not text or text.startswith(HEADER) or (text.startswith(LEGACY) and "storage" not in text)
     if ours:
         if text != wanted:
-            config.write_text(wanted, encoding="utf-8")
-            if settings.on_postgres:
-                config.chmod(0o600)  # the URL may hold a password
+            private(config, wanted) if settings.on_postgres else config.write_text(wanted, encoding="utf-8")
     elif settings.on_postgres and "storage" not in text:
         raise ConfigError(f"config.yaml asks for Dagster on PostgreSQL, but {config} was edited by hand and has "
                           "no storage section. Delete that file (local-rag writes it again from config.yaml) "
                           "or add a `storage: postgres:` section to it yourself.")
+
+
+def private(path: Path, text: str) -> None:
+    """Write a file only its owner can read (the URL may hold a password), never readable in between."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
 
 
 def check_postgres(url: str) -> None:
@@ -141,7 +147,11 @@ def check_postgres(url: str) -> None:
     try:
         psycopg2.connect(url, connect_timeout=10).close()
     except psycopg2.Error as exc:
+        from urllib.parse import urlsplit
+
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        password = urlsplit(url).password
+        reason = reason.replace(password, "***") if password else reason
         raise ConfigError(f"Cannot reach the Dagster database {mask_password(url)}: {reason}. Start the PostgreSQL "
                           "server and create the database (createdb), or fix `dagster:` in config.yaml.") from exc
 
