@@ -120,6 +120,50 @@ class PeopleSettings(_Section):
     )
 
 
+class DagsterSettings(_Section):
+    storage: str = Field(
+        "sqlite",
+        description="Where Dagster keeps runs and events: 'sqlite' (files under $LOCAL_RAG_HOME/dagster, one run at "
+                    "a time) or a PostgreSQL URL postgresql://user:password@host:5432/database (runs of different "
+                    "collections in parallel; needs pip install 'local-rag[postgres]').",
+    )
+    max_concurrent_runs: int | None = Field(
+        None, ge=1, le=64,
+        description="Runs at once (default 1 on sqlite, 4 on PostgreSQL); never two of one collection.",
+    )
+    embedder_slots: int = Field(
+        1, ge=1, le=64,
+        description="Embedding calls at once across all runs on PostgreSQL (Dagster pool local_rag_embedder): 1 = "
+                    "one Ollama request or one CPU model at a time; raise it for a GPU server or an Ollama pool.",
+    )
+
+    @field_validator("storage")
+    @classmethod
+    def _storage(cls, value: str) -> str:
+        if value.lower() == "sqlite":
+            return "sqlite"
+        scheme, sep, rest = value.partition("://")
+        if sep and rest and scheme.lower() in ("postgresql", "postgres"):
+            return "postgresql://" + rest  # SQLAlchemy (Dagster's) knows only postgresql://
+        raise ValueError(f"'{mask_password(value)}' is not a Dagster storage local-rag knows: use sqlite (the "
+                         "default) or postgresql://user:password@host:5432/database")
+
+    @property
+    def on_postgres(self) -> bool:
+        return self.storage != "sqlite"
+
+    @property
+    def runs(self) -> int:
+        return self.max_concurrent_runs or (4 if self.on_postgres else 1)
+
+
+def mask_password(url: str) -> str:
+    """A URL fit for messages and logs: its password replaced by ***."""
+    import re
+
+    return re.sub(r"(://[^:/@]*:)[^@/]*@", r"\1***@", url)
+
+
 class Settings(_Section):
     embedder: EmbedderSettings = Field(default_factory=EmbedderSettings, description="The embedder.")
     search: SearchSettings = Field(default_factory=SearchSettings, description="Search defaults.")
@@ -150,6 +194,17 @@ class Settings(_Section):
     disabled_collections: list[str] = Field(
         default_factory=list, description="Collections that are configured but not indexed or scanned."
     )
+    dagster: DagsterSettings = Field(
+        default_factory=DagsterSettings,
+        description="The Dagster instance: `dagster: postgresql://...` (or storage:, max_concurrent_runs:, "
+                    "embedder_slots:); local-rag writes it into $DAGSTER_HOME/dagster.yaml.",
+    )
+
+    @field_validator("dagster", mode="before")
+    @classmethod
+    def _dagster_url(cls, value):
+        """`dagster: postgresql://...` is short for `dagster: {storage: postgresql://...}`."""
+        return {"storage": value} if isinstance(value, str) else value
 
 
 @dataclass(frozen=True)

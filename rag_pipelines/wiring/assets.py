@@ -7,12 +7,15 @@ from dataclasses import dataclass
 import dagster as dg
 from pydantic import Field
 
+from rag_search.config import load_settings
+
 from rag_pipelines.indexing import progress
 from rag_pipelines.config import CollectionConfig, current_collection, safe_name
 from rag_pipelines.indexing.items import IndexStats, index_keys
 from rag_pipelines.indexing.lock import collection_lock
 from rag_pipelines.indexing.plan import plan_sync
 from rag_pipelines.wiring import checks, outcomes
+from rag_pipelines.wiring.pool import pooled
 from rag_pipelines.wiring.resources import RagResource
 
 warnings.filterwarnings("ignore", category=dg.BetaWarning)
@@ -151,7 +154,10 @@ def _index_partitions(context: dg.AssetExecutionContext, cfg: CollectionConfig, 
 def _index(context, cfg: CollectionConfig, key: dg.AssetKey, partitions_name: str, rag: RagResource,
            keys: list[str], force: bool) -> dg.Failure | None:
     """Index keys, logging each item's outcome on its partition; the Failure to raise if items failed."""
-    store, embedder = rag.store(), rag.embedder()
+    store = rag.store()
+    step = str(getattr(context, "op_execution_context", context).op_handle)
+    embedder = pooled(rag.embedder(), context.instance, context.run.run_id, step,
+                      load_settings(rag.paths().config).dagster.embedder_slots)  # one model at a time across runs
     stats = IndexStats()
     events = outcomes.ItemEvents(context, key, partitions_name, cfg, store, embedder.id, stats)
 

@@ -1,12 +1,20 @@
-"""The Dagster instance under the local-rag home: SQLite storage, telemetry off, one run at a time."""
+"""The Dagster instance under the local-rag home, written from config.yaml's `dagster:` section: SQLite (one run at
+a time) or PostgreSQL (runs of different collections in parallel), telemetry off."""
 
 import os
 from pathlib import Path
 
-from rag_search.config import Paths
+from rag_search.config import DagsterSettings, Paths, load_settings, mask_password
+from rag_search.errors import ConfigError
 
 from rag_pipelines.wiring.outcomes import BATCH_ITEMS
 
+HEADER = "# Written by local-rag from config.yaml (dagster:); rewritten when it changes. Remove this line to keep edits."
+LEGACY = "# Written by local-rag"  # homes made before the `dagster:` setting
+COLLECTION_TAG = "local_rag/collection"
+
+# local-rag's dagster.yaml before the `dagster:` setting and the kept-open event log: Dagster's default SQLite
+# storage (benches compare with it; homes that still have it get the current file).
 DAGSTER_YAML = """\
 # Written by local-rag. Nothing leaves this machine: telemetry is off.
 telemetry:
@@ -23,11 +31,55 @@ retention:
     purge_after_days: {skipped: 7, failure: 30, success: 30}
 """
 
-EVENT_LOG_YAML = """\
+COMMON_YAML = """\
+# Nothing leaves this machine: telemetry is off.
+telemetry:
+  enabled: false
+nux:
+  enabled: false   # no newsletter sign-up dialog on the first visit of the UI
+retention:
+  sensor:
+    purge_after_days: {skipped: 1, failure: 14, success: 30}
+  schedule:
+    purge_after_days: {skipped: 7, failure: 30, success: 30}
+"""
+
+SQLITE_RUNS_YAML = """\
+concurrency:
+  runs:
+    max_concurrent_runs: {runs}   # config.yaml dagster.max_concurrent_runs (default 1)
 event_log_storage:   # Dagster's SQLite event log with its connections kept open (rag_pipelines/wiring/event_log.py)
   module: rag_pipelines.wiring.event_log
   class: LocalEventLogStorage
 """
+
+POSTGRES_YAML = """\
+storage:
+  postgres:
+    postgres_url: {url}
+concurrency:
+  runs:
+    max_concurrent_runs: {runs}
+    tag_concurrency_limits:   # runs of different collections at once, never two of one
+      - key: {tag}
+        value: {{applyLimitPerUniqueValue: true}}
+        limit: 1
+"""
+
+
+def render(settings: DagsterSettings) -> str:
+    """dagster.yaml for these settings."""
+    if settings.on_postgres:
+        import json
+
+        # the driver named: SQLAlchemy 2.1 reads postgresql:// as psycopg 3, whose server-side parameters break
+        # dagster-postgres' `NOTIFY run_events, $1` (it is written for psycopg2)
+        url = settings.storage.replace("postgresql://", "postgresql+psycopg2://", 1)
+        body = POSTGRES_YAML.format(url=json.dumps(url), runs=settings.runs, tag=COLLECTION_TAG)
+    else:
+        body = SQLITE_RUNS_YAML.format(runs=settings.runs)
+    return f"{HEADER}\n{COMMON_YAML}{body}"
+
 
 WORKSPACE_YAML = """\
 load_from:
@@ -38,15 +90,14 @@ load_from:
 """
 
 
-def ensure_instance(paths: Paths) -> Path:
-    """Create DAGSTER_HOME with local-rag's dagster.yaml if needed and point this process at it."""
+def ensure_instance(paths: Paths, settings: DagsterSettings | None = None) -> Path:
+    """Write DAGSTER_HOME's dagster.yaml from the config (unless edited by hand) and point this process at it."""
+    settings = settings or load_settings(paths.config).dagster
     home = paths.dagster_home
     home.mkdir(parents=True, exist_ok=True)
-    config = home / "dagster.yaml"
-    if not config.exists():
-        config.write_text(DAGSTER_YAML + EVENT_LOG_YAML, encoding="utf-8")
-    else:
-        add_event_log(config)
+    write_config(home / "dagster.yaml", settings)
+    if settings.on_postgres:
+        check_postgres(settings.storage)
     workspace = home / "workspace.yaml"
     if not workspace.exists():
         workspace.write_text(WORKSPACE_YAML, encoding="utf-8")
@@ -61,11 +112,48 @@ def ensure_instance(paths: Paths) -> Path:
     return home
 
 
-def add_event_log(config: Path) -> None:
-    """Homes made before the kept-open event log get it, unless their storage was configured by hand."""
-    text = config.read_text(encoding="utf-8")
-    if text.startswith("# Written by local-rag") and "storage" not in text:
-        config.write_text(text.rstrip("\n") + "\n" + EVENT_LOG_YAML, encoding="utf-8")
+def write_config(config: Path, settings: DagsterSettings) -> None:
+    """Ours (or a legacy local-rag file without a storage section, or none): written from the settings.
+    Anything else was edited by hand and is left alone, unless the config asks for PostgreSQL there."""
+    text = config.read_text(encoding="utf-8") if config.exists() else ""
+    wanted = render(settings)
+    ours = not text or text.startswith(HEADER) or (text.startswith(LEGACY) and "storage" not in text)
+    if ours:
+        if text != wanted:
+            private(config, wanted) if settings.on_postgres else config.write_text(wanted, encoding="utf-8")
+    elif settings.on_postgres and "storage" not in text:
+        raise ConfigError(f"config.yaml asks for Dagster on PostgreSQL, but {config} was edited by hand and has "
+                          "no storage section. Delete that file (local-rag writes it again from config.yaml) "
+                          "or add a `storage: postgres:` section to it yourself.")
+
+
+def private(path: Path, text: str) -> None:
+    """Write a file only its owner can read (the URL may hold a password), never readable in between."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
+
+
+def check_postgres(url: str) -> None:
+    """dagster-postgres is installed and the server answers; else a ConfigError that says what to do."""
+    try:
+        import dagster_postgres  # noqa: F401
+        import psycopg2
+    except ImportError as exc:
+        raise ConfigError("config.yaml puts the Dagster instance on PostgreSQL (dagster: postgresql://...), which "
+                          "needs dagster-postgres: pip install 'local-rag[postgres]'. Or remove the dagster: "
+                          "setting to stay on SQLite.") from exc
+    try:
+        psycopg2.connect(url, connect_timeout=10).close()
+    except psycopg2.Error as exc:
+        from urllib.parse import urlsplit
+
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        password = urlsplit(url).password
+        reason = reason.replace(password, "***") if password else reason
+        raise ConfigError(f"Cannot reach the Dagster database {mask_password(url)}: {reason}. Start the PostgreSQL "
+                          "server and create the database (createdb), or fix `dagster:` in config.yaml.") from exc
 
 
 def nux_seen(home: Path) -> None:

