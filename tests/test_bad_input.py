@@ -132,7 +132,8 @@ def test_parsing_time_is_linear(unit, name, head, tail):
     assert small < 1.0, f"{len(unit) * 20_000 // 1024} KB of {unit!r} took {small:.2f} s"
     large = best_time(data(80_000), f"flood.{name}")
     # below ~20 ms the ratio is scheduler noise; a quadratic parser takes seconds here (8 s on 40 KB of '[[')
-    assert large / max(small, 0.02) < 8, f"{unit!r}: {small:.4f} s → {large:.4f} s for 4x the input"
+    # linear is ~4x; quadratic 16x; a loaded machine stretches one side now and then (9.8x seen on a linear parser)
+    assert large / max(small, 0.02) < 11, f"{unit!r}: {small:.4f} s → {large:.4f} s for 4x the input"
 
 
 def best_time(data: bytes, name: str, runs: int = 3) -> float:
