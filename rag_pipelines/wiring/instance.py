@@ -1,8 +1,12 @@
 """The Dagster instance under the local-rag home, written from config.yaml's `dagster:` section: SQLite (one run at
 a time) or PostgreSQL (runs of different collections in parallel), telemetry off."""
 
+import fcntl
+import hashlib
 import os
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 from rag_search.config import DagsterSettings, Paths, load_settings, mask_password
 from rag_search.errors import ConfigError
@@ -95,14 +99,15 @@ def ensure_instance(paths: Paths, settings: DagsterSettings | None = None) -> Pa
     settings = settings or load_settings(paths.config).dagster
     home = paths.dagster_home
     home.mkdir(parents=True, exist_ok=True)
-    write_config(home / "dagster.yaml", settings)
     if settings.on_postgres:
         check_postgres(settings.storage)
+    os.environ["DAGSTER_HOME"] = str(home)
+    with _locked(home):  # two processes starting on a new home: one creates the storage, the other waits
+        write_config(home / "dagster.yaml", settings)  # creates the storage when it writes the file
     workspace = home / "workspace.yaml"
     if not workspace.exists():
         workspace.write_text(WORKSPACE_YAML, encoding="utf-8")
     nux_seen(home)
-    os.environ["DAGSTER_HOME"] = str(home)
     # One "planned" event per run instead of one per partition: halves Dagster's per-item bookkeeping.
     # Items that fail get a planned event of their own (wiring/outcomes.py), so their partitions still show
     # as Failed; a crashed run leaves the partitions it had not finished unmarked (rag.db knows them).
@@ -120,19 +125,52 @@ def write_config(config: Path, settings: DagsterSettings) -> None:
     ours = not text or text.startswith(HEADER) or (text.startswith(LEGACY) and "storage" not in text)
     if ours:
         if text != wanted:
-            private(config, wanted) if settings.on_postgres else config.write_text(wanted, encoding="utf-8")
+            publish(config, wanted)
     elif settings.on_postgres and "storage" not in text:
         raise ConfigError(f"config.yaml asks for Dagster on PostgreSQL, but {config} was edited by hand and has "
                           "no storage section. Delete that file (local-rag writes it again from config.yaml) "
                           "or add a `storage: postgres:` section to it yourself.")
 
 
-def private(path: Path, text: str) -> None:
-    """Write a file only its owner can read (the URL may hold a password), never readable in between."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+def publish(config: Path, text: str) -> None:
+    """Write dagster.yaml so that a reader never sees half of it, nor an instance whose tables are not made yet:
+    written beside it (only its owner can read it: the URL may hold a password), its storage created, renamed."""
+    fresh = config.with_name(f".{config.name}.{os.getpid()}")
+    fd = os.open(fresh, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     os.fchmod(fd, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         fh.write(text)
+    try:
+        create_storage(config.parent, fresh.name)
+    except BaseException:
+        fresh.unlink(missing_ok=True)
+        raise
+    os.replace(fresh, config)
+
+
+@contextmanager
+def _locked(home: Path) -> Iterator[None]:
+    with open(home / ".instance.lock", "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def create_storage(home: Path, filename: str) -> None:
+    """Create the instance's tables once per storage configuration. Dagster creates them on first open, and two
+    processes opening a new home at once (a watcher's first run, a poll of its runs) both stamped the schema:
+    `alembic_version` had two heads and every later open of the instance failed."""
+    import dagster as dg
+
+    stamp = hashlib.sha256((home / filename).read_bytes()).hexdigest()
+    ready = home / ".storage-created"
+    if ready.exists() and ready.read_text(encoding="utf-8") == stamp:
+        return
+    with dg.DagsterInstance.from_config(str(home), filename) as instance:
+        instance.get_runs(limit=1)
+    ready.write_text(stamp, encoding="utf-8")
 
 
 def check_postgres(url: str) -> None:
