@@ -14,6 +14,7 @@ from rag_pipelines.indexing.lock import collection_lock
 from rag_pipelines.indexing.plan import plan_sync
 from rag_pipelines.wiring import checks, outcomes
 from rag_pipelines.wiring.resources import RagResource
+from rag_pipelines.wiring.shards import Layout
 
 warnings.filterwarnings("ignore", category=dg.BetaWarning)
 warnings.filterwarnings("ignore", category=dg.PreviewWarning)
@@ -22,16 +23,46 @@ ADD_CHUNK = 10_000  # dynamic partitions are added in chunks (SQLite variable li
 
 
 @dataclass(frozen=True)
-class CollectionDefs:
-    cfg: CollectionConfig
+class Shard:
+    """One asset of a collection: its items' partitions, the asset and its range (index) job."""
+    index: int
     partitions: dg.DynamicPartitionsDefinition
     asset: dg.AssetsDefinition
     index_job: object  # an unresolved asset job (define_asset_job)
-    sync_job: dg.JobDefinition
 
     @property
     def key(self) -> dg.AssetKey:
         return self.asset.key
+
+
+@dataclass(frozen=True)
+class CollectionDefs:
+    cfg: CollectionConfig
+    layout: Layout
+    shards: list[Shard]
+    sync_job: dg.JobDefinition
+
+    def shard_of(self, item_key: str) -> Shard:
+        return self.shards[self.layout.index(item_key)]
+
+    @property
+    def only(self) -> Shard:
+        """The one shard of a collection below the bound (benches, tests)."""
+        if len(self.shards) != 1:
+            raise ValueError(f"'{self.cfg.name}' has {len(self.shards)} shards; pick one with shard_of(key)")
+        return self.shards[0]
+
+    @property
+    def partitions(self) -> dg.DynamicPartitionsDefinition:
+        return self.only.partitions
+
+    @property
+    def index_job(self):
+        return self.only.index_job
+
+    @property
+    def key(self) -> dg.AssetKey:
+        return self.only.key
 
 
 def items_key(name: str) -> dg.AssetKey:
@@ -42,8 +73,8 @@ def partitions_name(name: str) -> str:
     return f"{safe_name(name)}_items"
 
 
-def items_op_name(name: str) -> str:
-    return f"{safe_name(name)}__items"
+def items_op_name(name: str, suffix: str = "") -> str:
+    return f"{safe_name(name)}__items{suffix}"
 
 
 def sync_op_name(name: str) -> str:
@@ -59,6 +90,11 @@ def add_partitions(instance: dg.DagsterInstance, name: str, keys: list[str]) -> 
     return todo
 
 
+def add_item_partitions(instance: dg.DagsterInstance, layout: Layout, keys: list[str]) -> list[str]:
+    """Add each key to its shard's partitions (when not there yet); returns the keys added."""
+    return [k for i, group in layout.split(keys).items() for k in add_partitions(instance, layout.partitions_name(i), group)]
+
+
 class ItemsConfig(dg.Config):
     force: bool = Field(
         default=True,
@@ -68,17 +104,23 @@ class ItemsConfig(dg.Config):
     )
 
 
-def build_collection(cfg: CollectionConfig) -> CollectionDefs:
-    partitions = dg.DynamicPartitionsDefinition(name=partitions_name(cfg.name))
-    key = items_key(cfg.name)
-    safe = cfg.safe_name
+def build_collection(cfg: CollectionConfig, layout: Layout | None = None) -> CollectionDefs:
+    layout = layout or Layout(cfg.name)
+    shards = [_build_shard(cfg, layout, i) for i in range(layout.count)]
+    return CollectionDefs(cfg, layout, shards, _build_sync(cfg, layout))
+
+
+def _build_shard(cfg: CollectionConfig, layout: Layout, i: int) -> Shard:
+    partitions = dg.DynamicPartitionsDefinition(name=layout.partitions_name(i))
+    key, safe, suffix = layout.asset_key(i), cfg.safe_name, layout.suffix(i)
+    part = f" This is shard {i + 1} of {layout.count}: the items whose key hashes here." if layout.count > 1 else ""
 
     @dg.multi_asset(
-        name=items_op_name(cfg.name),
+        name=items_op_name(cfg.name, suffix),
         specs=[dg.AssetSpec(
             key, group_name=safe, partitions_def=partitions, kinds={"sqlite"},
             description=f"Items of the '{cfg.name}' collection, one partition per item: read, parsed, chunked, "
-            f"embedded and written to rag.db. A failed item is a failed partition. {cfg.description}".strip(),
+            f"embedded and written to rag.db. A failed item is a failed partition.{part} {cfg.description}".strip(),
         )],
         check_specs=checks.check_specs(key),
         can_subset=True,  # the checks can run alone from the UI
@@ -88,11 +130,22 @@ def build_collection(cfg: CollectionConfig) -> CollectionDefs:
     def items(context: dg.AssetExecutionContext, config: ItemsConfig, rag: RagResource):
         failure = None
         if key in context.selected_asset_keys:
-            failure = _index_partitions(context, cfg, key, partitions.name, rag, config.force)
+            failure = _index_partitions(context, cfg, layout, rag, config.force)
         names = {k.name for k in context.selected_asset_check_keys}
-        yield from checks.as_results(checks.evaluate(cfg, partitions.name, rag, context.instance, names), key)
+        yield from checks.as_results(checks.evaluate(cfg, layout, i, rag, context.instance, names), key)
         if failure:
             raise failure
+
+    index_job = dg.define_asset_job(
+        f"{safe}_index{suffix}", selection=dg.AssetSelection.assets(key),
+        tags={"local_rag/collection": cfg.name},
+        description=f"Index a contiguous range of new items of '{cfg.name}'{part and f' (shard {i + 1} of {layout.count})'}.",
+    )
+    return Shard(i, partitions, items, index_job)
+
+
+def _build_sync(cfg: CollectionConfig, layout: Layout) -> dg.JobDefinition:
+    safe = cfg.safe_name
 
     @dg.op(
         name=sync_op_name(cfg.name),
@@ -112,48 +165,44 @@ def build_collection(cfg: CollectionConfig) -> CollectionDefs:
         reindex, delete = list(conf["reindex"]), list(conf["delete"])
         if conf["rescan"]:
             plan = plan_sync(store, cfg, force=conf["force"], retry_failed=True)
-            add_partitions(context.instance, partitions.name, plan.new)
+            add_item_partitions(context.instance, layout, plan.new)
             reindex, delete = plan.new + plan.changed, plan.deleted
             context.log.info(f"rescan: {len(plan.new)} new, {len(plan.changed)} changed, {len(plan.deleted)} deleted")
         if context.run.is_resume_retry:
             reindex = outcomes.retry_keys(store, cfg, reindex)
             context.log.info(f"re-execution from failure: retrying the {len(reindex)} items not indexed")
-        failure = _index(context, cfg, key, partitions.name, rag, reindex + delete, conf["force"])
-        for evaluation in checks.as_evaluations(checks.evaluate(cfg, partitions.name, rag, context.instance), key):
-            context.log_event(evaluation)
+        failure = _index(context, cfg, layout, rag, reindex + delete, conf["force"])
+        touched = sorted(layout.split(reindex + delete)) or [0]  # the checks of the shards this run touched
+        for i, found in checks.evaluate_shards(cfg, layout, touched, rag, context.instance).items():
+            for evaluation in checks.as_evaluations(found, layout.asset_key(i)):
+                context.log_event(evaluation)
         if failure:
             raise failure
 
-    sync_job = dg.GraphDefinition(name=f"{safe}_sync_graph", node_defs=[sync]).to_job(
+    return dg.GraphDefinition(name=f"{safe}_sync_graph", node_defs=[sync]).to_job(
         name=f"{safe}_sync",
         description=f"Re-index changed items and drop deleted ones of '{cfg.name}' (one run for any number).",
         tags={"local_rag/collection": cfg.name},
     )
-    index_job = dg.define_asset_job(
-        f"{safe}_index", selection=dg.AssetSelection.assets(key),
-        tags={"local_rag/collection": cfg.name},
-        description=f"Index a contiguous range of new items of '{cfg.name}'.",
-    )
-    return CollectionDefs(cfg, partitions, items, index_job, sync_job)
 
 
-def _index_partitions(context: dg.AssetExecutionContext, cfg: CollectionConfig, key: dg.AssetKey,
-                      partitions_name: str, rag: RagResource, force: bool) -> dg.Failure | None:
+def _index_partitions(context: dg.AssetExecutionContext, cfg: CollectionConfig, layout: Layout,
+                      rag: RagResource, force: bool) -> dg.Failure | None:
     """The run's partitions; a re-execution from failure retries only the items not indexed."""
     keys = list(context.partition_keys)
     if context.run.is_resume_retry:
         keys = outcomes.retry_keys(rag.store(), cfg, keys)
         context.log.info(f"re-execution from failure: retrying the {len(keys)} of {len(context.partition_keys)} "
                          "items that are not indexed; the others are left as they are")
-    return _index(context, cfg, key, partitions_name, rag, keys, force)
+    return _index(context, cfg, layout, rag, keys, force)
 
 
-def _index(context, cfg: CollectionConfig, key: dg.AssetKey, partitions_name: str, rag: RagResource,
+def _index(context, cfg: CollectionConfig, layout: Layout, rag: RagResource,
            keys: list[str], force: bool) -> dg.Failure | None:
     """Index keys, logging each item's outcome on its partition; the Failure to raise if items failed."""
     store, embedder = rag.store(), rag.embedder()
     stats = IndexStats()
-    events = outcomes.ItemEvents(context, key, partitions_name, cfg, store, embedder.id, stats)
+    events = outcomes.ItemEvents(context, layout, cfg, store, embedder.id, stats)
 
     def on_item(item_key: str, outcome: str) -> None:
         events(item_key, outcome)
