@@ -179,3 +179,23 @@ def test_an_unsharded_index_migrates_without_re_embedding(home):
     assert instance.get_dynamic_partitions("notes_items") == [] and not instance.has_asset_key(old)
     [again] = runs.index_collections(paths, ["notes"])  # stable: nothing moves or runs again
     assert again.resharded is None and again.run_ids == []
+
+
+
+def test_a_code_location_loaded_before_a_reshard_asks_for_a_reload(home):
+    paths, _, _, monkeypatch = home
+    runs.index_collections(paths, ["notes"])
+    old_defs = load_definitions(paths)  # what a running `local-rag ui` holds: one asset
+    sharded(monkeypatch)
+    runs.index_collections(paths, ["notes"])
+    instance = dg.DagsterInstance.get()
+    context = dg.build_sensor_context(instance=instance, definitions=old_defs,
+                                      resources={"rag": resources.RagResource()})
+    result = old_defs.resolve_sensor_def("notes_sensor")(context)
+    assert isinstance(result, dg.SkipReason) and "reload" in result.skip_message
+    assert instance.get_dynamic_partitions("notes_items") == []  # it added nothing to the retired asset
+    job = old_defs.resolve_job_def("notes_sync")
+    run = job.execute_in_process(instance=instance, raise_on_error=False, run_config={
+        "ops": {"notes_sync": {"config": {"reindex": [DAILY]}}}})
+    assert not run.success
+    assert "reload" in run.get_step_failure_events()[0].event_specific_data.error.message

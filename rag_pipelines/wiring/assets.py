@@ -14,7 +14,7 @@ from rag_pipelines.indexing.lock import collection_lock
 from rag_pipelines.indexing.plan import plan_sync
 from rag_pipelines.wiring import checks, outcomes
 from rag_pipelines.wiring.resources import RagResource
-from rag_pipelines.wiring.shards import Layout
+from rag_pipelines.wiring.shards import Layout, stale
 
 warnings.filterwarnings("ignore", category=dg.BetaWarning)
 warnings.filterwarnings("ignore", category=dg.PreviewWarning)
@@ -200,6 +200,9 @@ def _index_partitions(context: dg.AssetExecutionContext, cfg: CollectionConfig, 
 def _index(context, cfg: CollectionConfig, layout: Layout, rag: RagResource,
            keys: list[str], force: bool) -> dg.Failure | None:
     """Index keys, logging each item's outcome on its partition; the Failure to raise if items failed."""
+    why = stale(context.instance, layout)
+    if why:  # a code location loaded before `local-rag index` resharded the collection
+        raise dg.Failure(description=why, allow_retries=False)
     store, embedder = rag.store(), rag.embedder()
     stats = IndexStats()
     events = outcomes.ItemEvents(context, layout, cfg, store, embedder.id, stats)

@@ -73,6 +73,9 @@ def build_sensor(c: CollectionDefs) -> dg.SensorDefinition:
     def sensor(context: dg.SensorEvaluationContext, rag: RagResource):
         for info in reap_dead_runs(context.instance):  # any collection's dead run blocks the one-run queue
             context.log.warning(f"marked run {info.run_id} ({info.job_name}) failed: {info.reason}")
+        why = shards.stale(context.instance, c.layout)
+        if why:
+            return dg.SkipReason(why)
         record_unlogged(context.instance, rag.store(), c.cfg, c.layout)  # after a killed run
         if any(context.instance.get_runs(filters=dg.RunsFilter(job_name=job, statuses=ACTIVE), limit=1)
                for job in [*(s.index_job.name for s in c.shards), c.sync_job.name]):  # any shard's or the sync

@@ -91,6 +91,16 @@ def layouts(instance: dg.DagsterInstance | None, names) -> dict[str, Layout]:
     return {n: Layout(n, stored_count(instance, n) if instance is not None else 1) for n in names}
 
 
+def stale(instance: dg.DagsterInstance, layout: Layout) -> str | None:
+    """Why definitions built on `layout` must not run any more (the collection was resharded since), else None."""
+    count = stored_count(instance, layout.collection)
+    if count == layout.count:
+        return None
+    return (f"'{layout.collection}' is now spread over {count} Dagster assets (by `local-rag index`), but this code "
+            f"location was loaded when it had {layout.count}: reload it (Deployment -> Reload in the UI, or restart "
+            "`local-rag ui`). Nothing is lost: its changes are picked up after the reload.")
+
+
 def reshard(instance: dg.DagsterInstance, old: Layout, count: int) -> dict[int, list[str]]:
     """Move the collection's partitions to `count` shards; returns the moved keys by new shard.
 
