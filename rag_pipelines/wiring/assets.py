@@ -92,7 +92,8 @@ def add_partitions(instance: dg.DagsterInstance, name: str, keys: list[str]) -> 
 
 def add_item_partitions(instance: dg.DagsterInstance, layout: Layout, keys: list[str]) -> list[str]:
     """Add each key to its shard's partitions (when not there yet); returns the keys added."""
-    return [k for i, group in layout.split(keys).items() for k in add_partitions(instance, layout.partitions_name(i), group)]
+    return [k for i, group in layout.split(keys).items()
+            for k in add_partitions(instance, layout.partitions_name(i), group)]
 
 
 class ItemsConfig(dg.Config):
@@ -139,7 +140,8 @@ def _build_shard(cfg: CollectionConfig, layout: Layout, i: int) -> Shard:
     index_job = dg.define_asset_job(
         f"{safe}_index{suffix}", selection=dg.AssetSelection.assets(key),
         tags={"local_rag/collection": cfg.name},
-        description=f"Index a contiguous range of new items of '{cfg.name}'{part and f' (shard {i + 1} of {layout.count})'}.",
+        description=f"Index a contiguous range of new items of '{cfg.name}'"
+        + (f" (shard {i + 1} of {layout.count})." if layout.count > 1 else "."),
     )
     return Shard(i, partitions, items, index_job)
 
