@@ -28,6 +28,7 @@ class RunSummary:
     unavailable: dict[str, str] = field(default_factory=dict)  # source → why it was skipped
     reaped: list[str] = field(default_factory=list)  # dead earlier runs marked failed before this one
     moved: int = 0  # unchanged items found at a new place (a re-pointed collection): their URIs were updated
+    resharded: tuple[int, int] | None = None  # (assets before, after) when the collection outgrew its assets
 
     @property
     def unchanged(self) -> int:
@@ -40,6 +41,9 @@ class RunSummary:
                 f"{o.get('failed', 0)} failed, {o.get('deleted', 0)} deleted ({len(self.run_ids)} Dagster run{'' if len(self.run_ids) == 1 else 's'})")
         if self.moved:
             line += f"\n  {self.moved} unchanged item(s) now point to their new location"
+        if self.resharded:
+            line += (f"\n  its items' Dagster partitions were spread from {self.resharded[0]} over "
+                     f"{self.resharded[1]} assets (bookkeeping only: nothing was re-embedded)")
         for source, why in self.unavailable.items():
             line += f"\n  skipped source {source}: {why}"
         if self.reaped:
@@ -64,7 +68,6 @@ def index_collections(paths: Paths, names: list[str] | None = None, *, force: bo
     import dagster as dg
 
     from rag_pipelines.indexing.health import reap_dead_runs
-    from rag_pipelines.wiring.definitions import build_definitions
     from rag_pipelines.wiring.instance import ensure_instance
     from rag_pipelines.wiring.resources import RagResource
 
@@ -75,7 +78,6 @@ def index_collections(paths: Paths, names: list[str] | None = None, *, force: bo
         raise RagError(f"No configured collection named {', '.join(unknown)} (configured: {known}). "
                        "Add it to config.yaml or use `local-rag index project NAME PATH`.")
     ensure_instance(paths)
-    defs, built = build_definitions(collections)
     instance = dg.DagsterInstance.get()
     try:
         reaped = reap_dead_runs(instance)  # a killed earlier run must not block this one (or the queue)
@@ -83,7 +85,7 @@ def index_collections(paths: Paths, names: list[str] | None = None, *, force: bo
         summaries = []
         for name in names or sorted(collections):
             with collection_lock(paths.db, name, trigger, wait=wait, on_wait=on_wait):
-                summaries.append(_sync_one(instance, defs, built[name], store, force=force, keys=keys,
+                summaries.append(_sync_one(instance, collections[name], store, force=force, keys=keys,
                                            on_plan=on_plan, trigger=trigger, retry_failed=retry_failed,
                                            reaped=[r.run_id for r in reaped if r.collection in (None, name)]))
         return summaries
@@ -91,15 +93,15 @@ def index_collections(paths: Paths, names: list[str] | None = None, *, force: bo
         instance.dispose()  # closes the event log's files (their WAL is folded in) before the process ends
 
 
-def _sync_one(instance, defs, c, store, *, force: bool, keys, on_plan, trigger: str, retry_failed: bool,
+def _sync_one(instance, cfg, store, *, force: bool, keys, on_plan, trigger: str, retry_failed: bool,
               reaped: list[str]) -> RunSummary:
-    """Plan one collection's sync and run it: range runs for its new items, one sync run for the rest."""
-    from rag_pipelines.wiring.assets import add_partitions, items_op_name, sync_op_name
+    """Plan one collection's sync and run it: range runs for its new items (and those that moved to another
+    shard), one sync run for the rest."""
+    from rag_pipelines.wiring.assets import add_item_partitions, sync_op_name
     from rag_pipelines.wiring.outcomes import record_unlogged
-    from rag_pipelines.wiring.sensors import contiguous_ranges, range_tags
 
-    name, summary = c.cfg.name, RunSummary(c.cfg.name, reaped=reaped)
-    plan = plan_sync(store, c.cfg, force=force, retry_failed=retry_failed)
+    name, summary = cfg.name, RunSummary(cfg.name, reaped=reaped)
+    plan = plan_sync(store, cfg, force=force, retry_failed=retry_failed)
     if keys is not None and name in keys:
         wanted = set(keys.get(name, []))
         plan.new = [k for k in plan.new if k in wanted]
@@ -108,8 +110,10 @@ def _sync_one(instance, defs, c, store, *, force: bool, keys, on_plan, trigger: 
     summary.files, summary.unavailable, summary.moved = len(plan.entries), plan.unavailable, plan.moved
     if on_plan:
         on_plan(name, plan)
-    add_partitions(instance, c.partitions.name, sorted(plan.entries))
-    record_unlogged(instance, store, c.cfg, c.key, c.partitions.name)  # after a killed or stopped run
+    defs, c, moved = _collection_defs(instance, cfg, len(plan.entries), summary)
+    add_item_partitions(instance, c.layout, sorted(plan.entries))
+    record_unlogged(instance, store, cfg, c.layout)  # after a killed or stopped run
+    ranged = (set(plan.new) | moved) - set(plan.deleted)  # moved items: logged in their new shard, not re-embedded
 
     def count(key: str, outcome: str) -> None:
         summary.outcomes[outcome] = summary.outcomes.get(outcome, 0) + 1
@@ -117,13 +121,10 @@ def _sync_one(instance, defs, c, store, *, force: bool, keys, on_plan, trigger: 
     progress.listen(count)
     tags = {"local_rag/trigger": trigger}
     try:
-        ordered = instance.get_dynamic_partitions(c.partitions.name)
-        for first, last in contiguous_ranges(ordered, set(plan.new), CLI_RANGE_MAX):
-            job = defs.resolve_job_def(c.index_job.name)
-            conf = {"ops": {items_op_name(name): {"config": {"force": force}}}}
-            summary.run_ids.append(_execute(job, instance, run_config=conf, tags={**tags, **range_tags(first, last)}))
-        if plan.changed or plan.deleted:
-            conf = {"reindex": plan.changed, "delete": plan.deleted, "force": force}
+        summary.run_ids += _range_runs(instance, defs, c, ranged, force, tags)
+        changed = [k for k in plan.changed if k not in ranged]
+        if changed or plan.deleted:
+            conf = {"reindex": changed, "delete": plan.deleted, "force": force}
             job = defs.resolve_job_def(c.sync_job.name)
             summary.run_ids.append(_execute(job, instance, tags=tags,
                                             run_config={"ops": {sync_op_name(name): {"config": conf}}}))
@@ -131,6 +132,36 @@ def _sync_one(instance, defs, c, store, *, force: bool, keys, on_plan, trigger: 
         progress.unlisten(count)
     summary.failures = [f.to_dict() for f in reads.failures(store, collection=name, limit=20)]
     return summary
+
+
+def _collection_defs(instance, cfg, items: int, summary: RunSummary):
+    """The collection's Dagster definitions, on as many shards as its size needs (moving partitions when it
+    outgrew its layout); returns (definitions, CollectionDefs, keys that moved to another shard)."""
+    from rag_pipelines.wiring.definitions import build_definitions
+    from rag_pipelines.wiring.shards import Layout, reshard, stored_count
+
+    layout, moved = Layout(cfg.name, stored_count(instance, cfg.name)), set()
+    grow = layout.outgrown(items)
+    if grow:
+        moved = {k for keys in reshard(instance, layout, grow).values() for k in keys}
+        summary.resharded, layout = (layout.count, grow), Layout(cfg.name, grow)
+    defs, built = build_definitions({cfg.name: cfg}, layouts={cfg.name: layout})
+    return defs, built[cfg.name], moved
+
+
+def _range_runs(instance, defs, c, wanted: set[str], force: bool, tags: dict) -> list[str]:
+    """Range runs of each shard's index job over the wanted keys (contiguous in the shard's partition order)."""
+    from rag_pipelines.wiring.assets import items_op_name
+    from rag_pipelines.wiring.sensors import contiguous_ranges, range_tags
+
+    run_ids = []
+    for i, keys in sorted(c.layout.split(wanted).items()):
+        ordered = instance.get_dynamic_partitions(c.layout.partitions_name(i))
+        job = defs.resolve_job_def(c.shards[i].index_job.name)
+        conf = {"ops": {items_op_name(c.cfg.name, c.layout.suffix(i)): {"config": {"force": force}}}}
+        for first, last in contiguous_ranges(ordered, set(keys), CLI_RANGE_MAX):
+            run_ids.append(_execute(job, instance, run_config=conf, tags={**tags, **range_tags(first, last)}))
+    return run_ids
 
 
 # Console quiet: progress and the summary come from the CLI; a run failed by its items is reported per item.

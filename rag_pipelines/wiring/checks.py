@@ -13,6 +13,7 @@ import dagster as dg
 from rag_pipelines.config import CollectionConfig
 from rag_pipelines.indexing.scan import scan_collection
 from rag_pipelines.wiring.resources import RagResource
+from rag_pipelines.wiring.shards import Layout
 
 CHECKS = {
     "fts_rows_match_chunks": "Every chunk is in the FTS index.",
@@ -35,10 +36,29 @@ def check_specs(key: dg.AssetKey) -> list[dg.AssetCheckSpec]:
     return [dg.AssetCheckSpec(name, asset=key, description=text) for name, text in CHECKS.items()]
 
 
-def evaluate(cfg: CollectionConfig, partitions_name: str, rag: RagResource, instance: dg.DagsterInstance,
+def evaluate(cfg: CollectionConfig, layout: Layout, shard: int, rag: RagResource, instance: dg.DagsterInstance,
              names: set[str] | None = None) -> list[Outcome]:
-    """The named checks (all when None), in CHECKS order."""
+    """The named checks (all when None) of one shard's asset, in CHECKS order."""
+    return evaluate_shards(cfg, layout, [shard], rag, instance, names)[shard]
+
+
+def evaluate_shards(cfg: CollectionConfig, layout: Layout, shards: list[int], rag: RagResource,
+                    instance: dg.DagsterInstance, names: set[str] | None = None) -> dict[int, list[Outcome]]:
+    """The named checks of these shards' assets: the collection-wide ones evaluated once, the partitions one per
+    shard (from one scan)."""
     wanted = [n for n in CHECKS if names is None or n in names]
+    shared = _evaluate(cfg, rag, [n for n in wanted if n != "partitions_match_files"])
+    if "partitions_match_files" not in wanted:
+        return {i: shared for i in shards}
+    scan = scan_collection(cfg)
+    out = {}
+    for i in shards:
+        part = _partitions(scan, layout, i, instance)
+        out[i] = sorted([*shared, part], key=lambda o: list(CHECKS).index(o.name))
+    return out
+
+
+def _evaluate(cfg: CollectionConfig, rag: RagResource, wanted: list[str]) -> list[Outcome]:
     out: list[Outcome] = []
     counted = _counts(cfg, rag) if {"fts_rows_match_chunks", "vectors_match_chunks"} & set(wanted) else {}
     for name in wanted:
@@ -50,8 +70,6 @@ def evaluate(cfg: CollectionConfig, partitions_name: str, rag: RagResource, inst
             recorded, emb = rag.store().embedder, rag.embedder()
             ok = recorded is None or recorded == (emb.id, emb.dimensions)
             out.append(Outcome(name, ok, {"index": str(recorded), "configured": f"{emb.id} ({emb.dimensions})"}))
-        elif name == "partitions_match_files":
-            out.append(_partitions(cfg, partitions_name, instance))
         elif name == "no_failed_items":
             out.append(_failures(cfg, rag))
     return out
@@ -79,10 +97,10 @@ def _counts(cfg: CollectionConfig, rag: RagResource) -> dict[str, int]:
     }
 
 
-def _partitions(cfg: CollectionConfig, partitions_name: str, instance: dg.DagsterInstance) -> Outcome:
-    scan = scan_collection(cfg)
-    in_sources = set(scan.items)
-    parts = set(instance.get_dynamic_partitions(partitions_name))
+def _partitions(scan, layout: Layout, shard: int, instance: dg.DagsterInstance) -> Outcome:
+    """This shard's partitions are exactly the items of the sources whose key hashes to it."""
+    in_sources = {k for k in scan.items if layout.index(k) == shard}
+    parts = set(instance.get_dynamic_partitions(layout.partitions_name(shard)))
     return Outcome("partitions_match_files", in_sources == parts and not scan.unavailable, {
         "items": len(in_sources), "partitions": len(parts), "missing_partitions": len(in_sources - parts),
         "stale_partitions": len(parts - in_sources), "unavailable_sources": len(scan.unavailable)})

@@ -27,6 +27,7 @@ from rag_search.store import Store, reads
 from rag_pipelines.config import CollectionConfig
 from rag_pipelines.indexing.items import IndexStats
 from rag_pipelines.indexing.health import COLLECTION_TAG
+from rag_pipelines.wiring.shards import Layout
 
 FAILED_ITEMS = "failed_items"  # metadata key of a run failure caused by items (not by a crash)
 BATCH_ITEMS = 100  # materialisations written to the event log together (DAGSTER_EVENT_BATCH_SIZE must be larger)
@@ -36,9 +37,9 @@ BATCH_SECONDS = 0.5  # ... or fewer, when the oldest of them waited this long
 class ItemEvents:
     """An `on_item` listener that logs each item's outcome to its partition, as it happens."""
 
-    def __init__(self, context, asset_key: dg.AssetKey, partitions_name: str, cfg: CollectionConfig,
-                 store: Store, embedder_id: str, stats: IndexStats):
-        self.context, self.asset_key, self.partitions_name = context, asset_key, partitions_name
+    def __init__(self, context, layout: Layout, cfg: CollectionConfig, store: Store, embedder_id: str,
+                 stats: IndexStats):
+        self.context, self.layout = context, layout  # each item's events go to its shard's asset
         self.cfg, self.store, self.embedder_id, self.stats = cfg, store, embedder_id, stats
         self.deleted: list[str] = []
         self.failed: list[str] = []
@@ -56,7 +57,8 @@ class ItemEvents:
             meta = self._figures(key, outcome)
             if not self._pending:
                 self._since = time.monotonic()
-            self._pending.append(dg.AssetMaterialization(asset_key=self.asset_key, partition=key, metadata=meta))
+            self._pending.append(dg.AssetMaterialization(asset_key=self.layout.key_of(key), partition=key,
+                                                         metadata=meta))
             if len(self._pending) >= BATCH_ITEMS or time.monotonic() - self._since >= BATCH_SECONDS:
                 self.flush()
 
@@ -87,18 +89,22 @@ class ItemEvents:
         meta = {"outcome": "failed", "error_kind": kind, "error": message}
         if key in self.stats.item_uris:
             meta["uri"] = self.stats.item_uris[key]
-        self.context.log_event(dg.AssetObservation(asset_key=self.asset_key, partition=key,
+        asset_key = self.layout.key_of(key)
+        self.context.log_event(dg.AssetObservation(asset_key=asset_key, partition=key,
                                                    description=f"failed [{kind}]: {message}", metadata=meta))
-        _planned(self.context, self.asset_key, key)
-        _failed_to_materialize(self.context, self.asset_key, key, f"failed [{kind}]: {message}", meta)
+        _planned(self.context, asset_key, key)
+        _failed_to_materialize(self.context, asset_key, key, f"failed [{kind}]: {message}", meta)
 
     def finish(self) -> None:
         """Log what is pending; remove the partitions of items gone from their source."""
         self.flush()
-        existing = set(self.context.instance.get_dynamic_partitions(self.partitions_name))
-        for key in self.deleted:
-            if key in existing:
-                self.context.instance.delete_dynamic_partition(self.partitions_name, key)
+        instance = self.context.instance
+        for shard, keys in self.layout.split(self.deleted).items():
+            name = self.layout.partitions_name(shard)
+            existing = set(instance.get_dynamic_partitions(name))
+            for key in keys:
+                if key in existing:
+                    instance.delete_dynamic_partition(name, key)
 
 
 def _planned(context, asset_key: dg.AssetKey, key: str) -> None:
@@ -157,8 +163,8 @@ RECONCILED = "local_rag/reconciled"  # tag of a failed or canceled run whose wri
 UNFINISHED = (dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED)
 
 
-def record_unlogged(instance: dg.DagsterInstance, store: Store, cfg: CollectionConfig, asset_key: dg.AssetKey,
-                    partitions_name: str, runs: int = 5) -> int:
+def record_unlogged(instance: dg.DagsterInstance, store: Store, cfg: CollectionConfig, layout: Layout,
+                    runs: int = 5) -> int:
     """Log the items that a failed or canceled run of this collection wrote to rag.db but never logged (its last
     batch, when it was killed or stopped), so their partitions show what is true; each such run once (tagged),
     whoever marked it failed. Returns how many items were logged."""
@@ -170,16 +176,15 @@ def record_unlogged(instance: dg.DagsterInstance, store: Store, cfg: CollectionC
     if not ended:
         return 0
     states = reads.item_states(store, cfg.name)
-    ordered = instance.get_dynamic_partitions(partitions_name)
     count = 0
     for run in ended:
         logged = {r.event_log_entry.dagster_event.partition for r in instance.get_records_for_run(
             run.run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION, limit=1_000_000).records}
-        missing = [k for k in _run_keys(run, ordered) if k not in logged and k in states
+        missing = [k for k in _run_keys(run, instance, layout) if k not in logged and k in states
                    and states[k].status == "indexed"]
         for key in missing:
             instance.report_runless_asset_event(dg.AssetMaterialization(
-                asset_key=asset_key, partition=key, metadata={
+                asset_key=layout.key_of(key), partition=key, metadata={
                     "outcome": "indexed", "chunks": stored_chunks(store, cfg.name, key), "uri": states[key].uri,
                     "note": f"indexed by run {run.run_id[:8]}, which ended before it logged this item"}))
         instance.add_run_tags(run.run_id, {RECONCILED: str(len(missing))})
@@ -187,12 +192,14 @@ def record_unlogged(instance: dg.DagsterInstance, store: Store, cfg: CollectionC
     return count
 
 
-def _run_keys(run, ordered: list[str]) -> list[str]:
-    """The items a run was asked to index: its partition range or partition, or a sync run's keys."""
+def _run_keys(run, instance: dg.DagsterInstance, layout: Layout) -> list[str]:
+    """The items a run was asked to index: its partition range (within one shard) or partition, or a sync run's
+    keys."""
     from dagster._core.storage.tags import (ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG,
                                             PARTITION_NAME_TAG)
 
     first, last = run.tags.get(ASSET_PARTITION_RANGE_START_TAG), run.tags.get(ASSET_PARTITION_RANGE_END_TAG)
+    ordered = instance.get_dynamic_partitions(layout.partitions_of(first)) if first and last else []
     if first in ordered and last in ordered:
         return ordered[ordered.index(first): ordered.index(last) + 1]
     if run.tags.get(PARTITION_NAME_TAG):
