@@ -99,7 +99,8 @@ def recall(found: list[list[int]], docs: np.ndarray, queries: np.ndarray) -> flo
 
 
 def test_binary_candidates_of_a_cone_find_the_exact_neighbours(cone):
-    """sqlite-vec's binary KNN and the bits held in RAM both compare centred query bits with centred stored bits."""
+    """sqlite-vec's binary KNN compares centred query bits with centred stored bits; the bits held in RAM do too,
+    and their asymmetric step scores the centred query against the stored signs."""
     store, docs, queries = cone
     assert float((docs[:300] @ docs[:300].T).mean()) > 0.78
     matrix = BitMatrix(store)
@@ -109,9 +110,9 @@ def test_binary_candidates_of_a_cone_find_the_exact_neighbours(cone):
         vplan = vector.plan(q, 10, 10**9, (), SqlFilter("1", ()), k=100)
         assert not vplan.exact
         by_sql.append([cid for cid, _ in vector.run(store.conn, q, vplan, 10)])
-        near = matrix.nearest(vector.query_bits(store.conn, q), 100, query=q)
+        near = matrix.nearest(vector.query_bits(store.conn, q), 30, query=q)  # 480 by Hamming, 30 by the asymmetric step
         by_ram.append([cid for cid, _ in vector.rescore(store.conn, q, near, 10)])
-    assert recall(by_sql, docs, queries) >= 0.95 and recall(by_ram, docs, queries) >= 0.95
+    assert recall(by_sql, docs, queries) >= 0.95 and recall(by_ram, docs, queries) >= 0.98  # uncentred: 0.52, 0.93
 
 
 def test_reembed_switches_the_centre_with_the_embedder(store, builtin_embedder, e5):
