@@ -33,7 +33,7 @@ from rag_search.embedders.centres import bits_centre_of
 
 OUT = Path(__file__).parent / "out"
 SCIFACT = Path(__file__).parents[2] / "shared" / "eval" / "data" / "scifact-train"
-HAMMING = (100, 300)
+HAMMING = (100, 300, 600)
 RAM = (100, 300)
 
 

@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 from conftest import add_doc
-from multilingual_env import e5, e5_cache  # noqa: F401  (session fixtures)
 
 from rag_search.cli.main import cli
 from rag_search.embedders.centres import bits_centre_of
@@ -127,7 +126,7 @@ def test_reembed_switches_the_centre_with_the_embedder(store, builtin_embedder, 
     assert vectors.bits_centre(store.conn) is None and stored(store) == before  # byte for byte as built
 
 
-def test_the_cli_refuses_then_reembeds_a_minilm_index_with_e5(tmp_path, builtin_embedder, e5_cache):
+def test_the_cli_refuses_then_reembeds_a_minilm_index_with_e5_and_back(tmp_path, builtin_embedder, e5_cache):
     cache, _ = e5_cache
     home = tmp_path / "home"
     store = Store.open(home / "rag.db")
@@ -144,3 +143,11 @@ def test_the_cli_refuses_then_reembeds_a_minilm_index_with_e5(tmp_path, builtin_
     found = CliRunner().invoke(cli, [*query, "--json"], env=env)
     assert found.exit_code == 0, found.output
     assert json.loads(found.output)["hits"][0]["uri"].endswith("rollback.md")
+    (home / "config.yaml").write_text("embedder:\n  provider: builtin\n")
+    assert CliRunner().invoke(cli, query, env=env).exit_code != 0  # refused again: the index is e5's
+    back = CliRunner().invoke(cli, ["reembed", "--yes"], env=env)
+    assert back.exit_code == 0 and "3 from cache, 3 vectors written" in back.output, back.output  # kept vectors
+    with Store.open(home / "rag.db") as store:
+        assert store.embedder == (builtin_embedder.id, 384) and vectors.bits_centre(store.conn) is None
+    english = CliRunner().invoke(cli, ["search", "--json", "undo the kube-proxy upgrade"], env=env)
+    assert english.exit_code == 0 and json.loads(english.output)["hits"][0]["uri"].endswith("rollback.md")

