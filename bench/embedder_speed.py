@@ -1,7 +1,7 @@
 """Builtin embedder throughput: tokens/s and chunks/s on real prose, our settings vs a plain baseline.
 
     python bench/embedder_speed.py [--chunks 256] [--repeats 3] [--model all-MiniLM-L6-v2|multilingual-e5-small]
-                                   [--tokens 240]
+                                   [--tokens 240] [--cpu]
 
 Chunks are real docstrings packed to about --tokens of the model's tokens (240: the size the chunker aims for
 with MiniLM; it makes 400 with multilingual-e5-small) plus a tail of shorter ones, as a vault produces.
@@ -10,7 +10,8 @@ used it before, and the derived per-channel int8 model (embedders/derived_model.
 their vectors: one run at a time on all cores' intra-op threads (before) vs one-thread runs on every core at once
 (now). multilingual-e5-small (e5_variants.py): the derived per-channel int8 model (used) vs the exact 4-bit graph
 (MatMulNBits), one-thread runs on every core at once, and one run on all cores. Then, in a fresh process, the
-resident memory of the embedder as used: loaded, after embedding the chunks, and its peak.
+resident memory of the embedder as used: loaded, after embedding the chunks, and its peak. --cpu: only chunks per
+CPU-second of both models on one thread, the same docstrings packed for each (the ratio to trust when loaded).
 """
 
 from __future__ import annotations
@@ -102,9 +103,12 @@ def main() -> None:
     ap.add_argument("--model", default="all-MiniLM-L6-v2", choices=["all-MiniLM-L6-v2", "multilingual-e5-small"])
     ap.add_argument("--tokens", type=int, default=240, help="chunk size in the model's tokens")
     ap.add_argument("--rss", action="store_true", help="only the memory figures of the embedder as used")
+    ap.add_argument("--cpu", action="store_true", help="only chunks per CPU-second of both builtin models, one thread")
     args = ap.parse_args()
     if args.rss:
         return memory(args)
+    if args.cpu:
+        return per_cpu_second(args)
     if args.model == "multilingual-e5-small":
         from e5_variants import e5_speed
 
@@ -116,18 +120,38 @@ def main() -> None:
     print(rss, end="")
 
 
+def used_embedder(model: str, **kw):
+    if model == "multilingual-e5-small":
+        from rag_search.embedders.multilingual import MultilingualEmbedder
+
+        return MultilingualEmbedder(**kw)
+    return BuiltinEmbedder(**kw)
+
+
+def per_cpu_second(args) -> None:
+    """Chunks per CPU-second of each builtin model as used, on one thread, over the same texts (packed to --tokens
+    of each model's own tokens): process CPU time, so a loaded machine changes it far less than wall time."""
+    for model in ("all-MiniLM-L6-v2", "multilingual-e5-small"):
+        emb = used_embedder(model, threads=1)
+        chunks = make_chunks(emb, args.chunks, args.tokens)
+        emb.embed_documents(chunks[:4])
+        runs = []
+        for _ in range(args.repeats):
+            t0 = time.process_time()
+            emb.embed_documents(chunks)
+            runs.append(time.process_time() - t0)
+        cpu = statistics.median(runs)
+        print(f"  {model:<24} {len(chunks)} chunks  {len(chunks) / cpu:6.1f} chunks per CPU-second  "
+              f"(median of {args.repeats})", flush=True)
+
+
 def memory(args) -> None:
     """Resident memory (VmRSS / VmHWM) of the embedder as local-rag uses it, in this fresh process."""
     def mb(key: str) -> int:
         return int(Path("/proc/self/status").read_text().split(f"{key}:")[1].split()[0]) // 1024
 
     base = mb("VmRSS")
-    if args.model == "multilingual-e5-small":
-        from rag_search.embedders.multilingual import MultilingualEmbedder
-
-        emb = MultilingualEmbedder()
-    else:
-        emb = BuiltinEmbedder()
+    emb = used_embedder(args.model)
     t0 = time.perf_counter()
     emb.embed_query("load")
     load = time.perf_counter() - t0
