@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Callable
 
 HERE = Path(__file__).parent
-EVAL = HERE.parents[1] / "shared" / "eval"
+EVAL = Path(os.environ.get("LOCAL_RAG_EVAL", HERE.parents[1] / "shared" / "eval"))  # a worktree: set it
 sys.path.insert(0, str(EVAL))
 sys.path.insert(0, str(HERE))
 

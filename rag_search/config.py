@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, ValidationInfo
 
 from rag_search.errors import ConfigError
 
@@ -35,15 +35,19 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+BUILTIN_MODELS = ("all-MiniLM-L6-v2", "multilingual-e5-small")  # the first is the default
+
+
 class EmbedderSettings(_Section):
     provider: Literal["builtin", "ollama"] = Field(
-        "builtin", description="Which embedder builds the index: 'builtin' (bundled ONNX MiniLM) or 'ollama'."
+        "builtin", description="Which embedder builds the index: 'builtin' (bundled ONNX models, offline) or 'ollama'."
     )
     model: str | None = Field(
-        None, description="Ollama model name (default bge-m3). Ignored by the builtin embedder."
+        None, description="builtin: all-MiniLM-L6-v2 (default; English) or multilingual-e5-small (~100 languages, "
+                          "slower); ollama: the model name (default bge-m3).",
     )
     batch_size: int | None = Field(
-        None, ge=1, le=512, description="Texts per embedding call (default: builtin 4, ollama 32)."
+        None, ge=1, le=512, description="Texts per embedding call (default: builtin 1, ollama 32)."
     )
     timeout_seconds: float = Field(
         120.0, gt=0, description="Ollama: seconds one batch may take before it is abandoned."
@@ -51,6 +55,14 @@ class EmbedderSettings(_Section):
     threads: int | None = Field(
         None, ge=1, description="Builtin: texts embedded at once, one CPU thread each (default: all cores)."
     )
+
+    @field_validator("model")
+    @classmethod
+    def _known_builtin_model(cls, model: str | None, info: ValidationInfo) -> str | None:
+        if info.data.get("provider") == "builtin" and model not in (None, *BUILTIN_MODELS):
+            raise ValueError(f"the builtin embedder's models are {', '.join(BUILTIN_MODELS)}, not '{model}' "
+                             "(an Ollama model needs provider: ollama)")
+        return model
 
 
 class SearchSettings(_Section):

@@ -1,4 +1,5 @@
-"""Embedders behind one Protocol: `builtin` (bundled ONNX MiniLM, the default) and `ollama`."""
+"""Embedders behind one Protocol: `builtin` (bundled ONNX models: MiniLM, the default, or multilingual-e5-small)
+and `ollama`."""
 
 from __future__ import annotations
 
@@ -13,6 +14,10 @@ def load_embedder(settings: EmbedderSettings, paths: Paths | None = None) -> Emb
 
         host = (paths or Paths.from_env()).ollama_host
         return OllamaEmbedder(host, settings.model, settings.batch_size, settings.timeout_seconds)
+    if settings.model == "multilingual-e5-small":
+        from rag_search.embedders.multilingual import MultilingualEmbedder
+
+        return MultilingualEmbedder(batch_size=settings.batch_size, threads=settings.threads)
     from rag_search.embedders.builtin import BuiltinEmbedder
 
     return BuiltinEmbedder(batch_size=settings.batch_size, threads=settings.threads)

@@ -8,7 +8,7 @@ MatMuls run as integer kernels. Measured (bench/embedder_speed.py): ~1.5x chunks
 drifted (cosine 0.94) and is not used.
 
 The result is written once to the model cache (LOCAL_RAG_MODEL_CACHE, else $XDG_CACHE_HOME/local-rag/models,
-else ~/.cache/local-rag/models), named by the recipe version and the source model's hash, and checked against
+else ~/.cache/local-rag/models) by derive_once (which the multilingual model's derivation uses too), named by the recipe version and the source model's hash, and checked against
 DERIVED_SHA256 (the file this recipe produced with the pinned onnx/onnxruntime). Other library versions may
 produce different bytes: such a file is used only if its vectors agree with the shipped model's on fixed
 sentences (cosine >= SELF_CHECK_MIN); otherwise the shipped model is used. Two processes deriving at once each
@@ -24,6 +24,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 RECIPE = "fold-basic+dynamic-int8-per-channel-v1"
 DERIVED_SHA256 = "9e80251537633bab7d98c9a4f07070371d83f1d28e6994a1f5d93c53de3c5454"  # onnx 1.23, onnxruntime 1.32
@@ -68,25 +69,39 @@ def ensure_derived(source: Path, source_sha256: str, session_for) -> Path | None
     try:
         import onnxruntime.quantization  # noqa: F401  (needs the onnx package)
     except ImportError as exc:
-        _say(f"the fast embedder model cannot be derived ({exc}); using the shipped model. "
+        say(f"the fast embedder model cannot be derived ({exc}); using the shipped model. "
              "Install onnx (`pip install onnx`) to get ~1.5x faster indexing.")
         return None
+
+    def build(tmp: Path) -> Path | None:
+        candidate = tmp / "model.onnx"
+        _derive(source, tmp / "folded.onnx", candidate)
+        digest = sha256_of(candidate)
+        if digest != DERIVED_SHA256 and not _agrees(source, candidate, session_for, digest):
+            return None
+        return candidate
+
+    return derive_once(target, "the fast embedder model", build, "using the shipped model")
+
+
+def derive_once(target: Path, what: str, build: Callable[[Path], Path | None], fallback: str) -> Path | None:
+    """Make `target` once: build(tmp) writes a candidate in a temporary folder beside it (None: not usable), which is
+    then renamed into place, so two processes deriving at once never see half a file. None when it could not be
+    written (`fallback` says what happens then)."""
     t0 = time.monotonic()
-    _say(f"deriving the fast embedder model once into {target.parent} (a few seconds) ...")
+    say(f"deriving {what} once into {target.parent} (a few seconds) ...")
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=target.parent, prefix=".derive-") as tmp:
-            candidate = Path(tmp) / "model.onnx"
-            _derive(source, Path(tmp) / "folded.onnx", candidate)
-            digest = sha256_of(candidate)
-            if digest != DERIVED_SHA256 and not _agrees(source, candidate, session_for, digest):
+            candidate = build(Path(tmp))
+            if candidate is None:
                 return None
             os.replace(candidate, target)
     except OSError as exc:
-        _say(f"could not write the derived embedder model to {target.parent} ({exc}); using the shipped model. "
+        say(f"could not write {what} to {target.parent} ({exc}); {fallback}. "
              "Set LOCAL_RAG_MODEL_CACHE to a writable folder.")
         return None
-    _say(f"derived in {time.monotonic() - t0:.1f} s")
+    say(f"derived in {time.monotonic() - t0:.1f} s")
     return target
 
 
@@ -118,14 +133,14 @@ def _agrees(source: Path, candidate: Path, session_for, digest: str) -> bool:
     texts = list(SELF_CHECK_TEXTS)
     cos = (shipped._run_each(texts) * derived._run_each(texts)).sum(axis=1)
     if float(cos.min()) >= SELF_CHECK_MIN:
-        _say(f"the derived model's bytes differ from the recipe's (sha256 {digest[:16]}, other onnx/onnxruntime "
+        say(f"the derived model's bytes differ from the recipe's (sha256 {digest[:16]}, other onnx/onnxruntime "
              f"versions) but its vectors agree with the shipped model's (cosine >= {float(cos.min()):.3f}); using it")
         return True
-    _say(f"the derived model's vectors drift from the shipped model's (cosine {float(cos.min()):.3f} < "
+    say(f"the derived model's vectors drift from the shipped model's (cosine {float(cos.min()):.3f} < "
          f"{SELF_CHECK_MIN}) with these onnx/onnxruntime versions; using the shipped model")
     return False
 
 
-def _say(message: str) -> None:
+def say(message: str) -> None:
     log.info(message)
     print(f"local-rag: {message}", file=sys.stderr, flush=True)

@@ -3,6 +3,10 @@
 New vectors go through the embedding cache batch by batch (an interrupted run resumes where it
 stopped); the switch itself — new vector table, new recorded embedder — is one transaction, so
 searches see either the old index or the new one, never a mix.
+
+Chunks were cut to fit the old embedder's window. Those longer than the new one's (multilingual-e5-small's
+400-token chunks under MiniLM's 256 word-pieces) would lose their tail from the vector, so their items are
+marked changed: the next sync of their sources chunks them again for the new window.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from rag_search.store import Store, vectors
 from rag_search.store.vectors import from_blob
 
 BATCH = 256
+SPECIAL_TOKENS = 2  # the places the model's own tokens take in its window (as the chunker reserves)
 
 
 def reembed(store: Store, embedder: Embedder, progress: Progress | None = None,
@@ -24,8 +29,11 @@ def reembed(store: Store, embedder: Embedder, progress: Progress | None = None,
     rows = store.conn.execute("SELECT DISTINCT text, content_hash FROM chunks").fetchall()
     texts = [text for text, h in rows if text_hash(text) == h]
     # chunks whose vector was made from other text than they store (file-path ingest) need their source
-    # re-read: their items are marked changed, so the next sync re-indexes them
+    # re-read, and so do chunks too long for the new window: their items are marked changed, so the next sync
+    # re-indexes them
+    cap = embedder.max_input_tokens - SPECIAL_TOKENS
     foreign = [h for text, h in rows if text_hash(text) != h]
+    too_long = [text_hash(t) for t in texts if embedder.count_tokens(t) > cap]
     if total:
         total(len(texts))
     embedded = 0
@@ -42,8 +50,10 @@ def reembed(store: Store, embedder: Embedder, progress: Progress | None = None,
             (embedder.id,),
         ).fetchall()
         vectors.insert_vectors(conn, ((cid, coll, from_blob(v)) for cid, coll, v in rows))
-        for start in range(0, len(foreign), 500):
-            part = foreign[start : start + 500]
+        again = foreign + too_long
+        for start in range(0, len(again), 500):
+            part = again[start : start + 500]
             conn.execute(f"UPDATE items SET stamp = NULL, sha256 = NULL WHERE id IN (SELECT item_id FROM chunks "
                          f"WHERE content_hash IN ({','.join('?' * len(part))}))", part)
-    return {"texts": len(texts), "embedded": embedded, "reused": len(texts) - embedded, "vectors": len(rows)}
+    return {"texts": len(texts), "embedded": embedded, "reused": len(texts) - embedded, "vectors": len(rows),
+            "too_long": len(too_long)}

@@ -37,6 +37,7 @@ class _Bits:
     ranges: dict[int, tuple[int, int]]  # collection id -> its rows [start, end)
     sorted_ids: np.ndarray  # every chunk id, ascending (ids grow with churn: no array indexed by id)
     sorted_rows: np.ndarray  # the row of each of sorted_ids
+    centre: np.ndarray | None = None  # what the signs were taken relative to (store/vectors.py bits_centre)
 
     def rows_of(self, chunk_ids: np.ndarray) -> np.ndarray:
         """The rows of those chunk ids that are in the matrix."""
@@ -132,20 +133,24 @@ class BitMatrix:
         order = part[np.lexsort((part, dist[part]))]  # nearest first; equal distance: the lower row first
         picked = order if rows is None else rows[order]
         if query is not None and len(picked) > k:
-            best = np.argsort(-bits.sign_scores(picked, query), kind="stable")[:k]
+            centred = query if bits.centre is None else query - bits.centre
+            best = np.argsort(-bits.sign_scores(picked, centred), kind="stable")[:k]
             picked, order = picked[best], order[best]
         return [(int(bits.ids[r]), int(dist[j])) for r, j in zip(picked, order)]
 
     def _load(self, stamp: tuple[int, int]) -> None:
         from rag_search.store.connection import connect
+        from rag_search.store.vectors import bits_centre
 
         try:
             conn = connect(str(self.store.path), readonly=True)
             try:
                 rows = conn.execute("SELECT chunk_id, collection_id, embedding_bits FROM chunk_vec").fetchall()
+                centre = bits_centre(conn)  # a re-embed in between changes the stamp: this load is then dropped
             finally:
                 conn.close()
             bits = _matrix(rows)
+            bits.centre = centre
             with self.store.lock:
                 if self.stamp() == stamp:  # nothing was written while reading: the matrix is current
                     self._bits, self._stamp = bits, stamp

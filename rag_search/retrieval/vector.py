@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from rag_search.retrieval.filters import SqlFilter
-from rag_search.store.vectors import as_blob, fetch_vectors
+from rag_search.store.vectors import as_blob, bits_centre, bits_input, fetch_vectors
 
 EXACT_SCOPE_LIMIT = 20_000  # up to this many chunks in scope, KNN is exact over float vectors
 COARSE_FACTOR = 2  # binary candidates per wanted result, before rescoring (see bench/vector_recall.py)
@@ -38,6 +38,7 @@ def plan(query: np.ndarray, limit: int, scope_size: int, collection_ids: tuple[i
 
     `overfetch` widens an exact search; a binary search already returns all its coarse candidates rescored.
     `exact_limit`: the largest scope searched exactly (default EXACT_SCOPE_LIMIT; smaller with the bits in RAM).
+    A binary plan's first parameter is the query as given; run() centres it as the index's sign bits are.
     """
     exact = scope_size <= (EXACT_SCOPE_LIMIT if exact_limit is None else exact_limit)
     k = min(k or (limit * overfetch if exact else max(limit * COARSE_FACTOR, COARSE_MIN)), MAX_K)
@@ -63,7 +64,8 @@ def plan(query: np.ndarray, limit: int, scope_size: int, collection_ids: tuple[i
 def run(conn: Any, query: np.ndarray, vplan: VectorPlan, limit: int,
         embedder_id: str | None = None) -> list[tuple[int, float]]:
     """(chunk_id, cosine distance) nearest first, at most `limit`."""
-    rows = conn.execute(vplan.sql, vplan.params).fetchall()
+    params = vplan.params if vplan.exact else (bits_input(query, bits_centre(conn)), *vplan.params[1:])
+    rows = conn.execute(vplan.sql, params).fetchall()
     if vplan.exact:
         rows.sort(key=lambda r: r[1])  # several partitions each return their own k
         return [(int(cid), float(d)) for cid, d in rows[:limit]]
@@ -71,8 +73,8 @@ def run(conn: Any, query: np.ndarray, vplan: VectorPlan, limit: int,
 
 
 def query_bits(conn: Any, query: np.ndarray) -> bytes:
-    """The query's sign bits exactly as sqlite-vec quantises stored vectors."""
-    return conn.execute("SELECT vec_quantize_binary(?)", (as_blob(query),)).fetchone()[0]
+    """The query's sign bits exactly as sqlite-vec quantises stored vectors (centred as they are)."""
+    return conn.execute("SELECT vec_quantize_binary(?)", (bits_input(query, bits_centre(conn)),)).fetchone()[0]
 
 
 def rescore(conn: Any, query: np.ndarray, rows: list, limit: int,

@@ -3,6 +3,11 @@
 chunk_vec holds, per chunk, the float vector (exact distances, rescoring) and its binary
 quantisation (fast coarse KNN over large indexes). It is partitioned by collection so a search
 in one collection scans only that collection's vectors.
+
+Sign bits of an anisotropic embedder's vectors (all in one narrow cone: multilingual-e5-small's unrelated texts
+are at cosine ~0.8) are nearly the same for every text, so the index records a centring vector with such an
+embedder (meta 'bits_centre', from embedders/centres.py) and every sign bit — stored or of a query — is taken of
+the vector minus it (bits_input). Embedders without one (MiniLM, Ollama's) take the signs of the vectors as they are.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import numpy as np
 from rag_search.errors import EmbedderMismatch
 
 REEMBED_HINT = "local-rag reembed"
+CENTRE_KEY = "bits_centre"
 
 
 def as_blob(vector: np.ndarray) -> bytes:
@@ -59,10 +65,29 @@ def recorded_embedder(conn: Any) -> tuple[str, int] | None:
 
 
 def record_embedder(conn: Any, embedder_id: str, dims: int) -> None:
+    """The index's embedder, and the centre its sign bits are taken from (if the embedder has one)."""
+    from rag_search.embedders.centres import bits_centre_of
+
     conn.executemany(
         "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
         [("embedder_id", embedder_id), ("dimensions", str(dims))],
     )
+    centre = bits_centre_of(embedder_id)
+    if centre is None:
+        conn.execute("DELETE FROM meta WHERE key = ?", (CENTRE_KEY,))
+    else:
+        conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (CENTRE_KEY, as_blob(centre)))
+
+
+def bits_centre(conn: Any) -> np.ndarray | None:
+    """The vector the index's sign bits are centred on, or None (signs of the vectors as they are)."""
+    row = conn.execute("SELECT value FROM meta WHERE key = ?", (CENTRE_KEY,)).fetchone()
+    return None if row is None else from_blob(row[0])
+
+
+def bits_input(vector: np.ndarray, centre: np.ndarray | None) -> bytes:
+    """What vec_quantize_binary takes the signs of: the vector itself, or the vector minus the index's centre."""
+    return as_blob(vector if centre is None else np.asarray(vector, dtype=np.float32) - centre)
 
 
 # Embedders whose vectors are interchangeable (measured cosine between their vectors of the same text), so an
@@ -96,11 +121,12 @@ def check_embedder(conn: Any, embedder_id: str, dims: int, db_path: str) -> None
 
 
 def insert_vectors(conn: Any, rows: Iterable[tuple[int, int, np.ndarray]]) -> None:
-    """rows: (chunk_id, collection_id, vector)."""
+    """rows: (chunk_id, collection_id, vector); the sign bits are centred as the index says."""
+    centre = bits_centre(conn)
     conn.executemany(
         "INSERT INTO chunk_vec(chunk_id, collection_id, embedding, embedding_bits) "
         "VALUES (?, ?, ?, vec_quantize_binary(?))",
-        ((cid, coll, blob, blob) for cid, coll, blob in ((c, k, as_blob(v)) for c, k, v in rows)),
+        ((cid, coll, as_blob(v), bits_input(v, centre)) for cid, coll, v in rows),
     )
 
 
