@@ -8,6 +8,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 from fakes import HashEmbedder  # noqa: E402
+from postgres_server import postgres_url  # noqa: E402,F401  (session fixture: a real PostgreSQL server)
 
 from rag_search.indexing import ParsedItem, write_items  # noqa: E402
 from rag_search.records import Chunk, Fingerprint, ItemRef  # noqa: E402
