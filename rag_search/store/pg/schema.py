@@ -151,7 +151,7 @@ SELECT i.id, setweight({_TSV.format(cfg=TS_CONFIG, col="i.title")}, 'A') || setw
     left(string_agg(CASE WHEN c.title != '' AND left(c.text, length(c.title)) = c.title
         THEN substr(c.text, length(c.title) + 1) ELSE c.text END
         || CASE WHEN c.keywords = '' THEN '' ELSE E'\\n' || c.keywords END, E'\\n' ORDER BY c.idx), {ITEM_TEXT_CHARS})), 'B')
-FROM items i JOIN chunks c ON c.item_id = i.id WHERE i.id = ? GROUP BY i.id
+FROM items i JOIN chunks c ON c.item_id = i.id WHERE {{where}} GROUP BY i.id
 """
 
 
@@ -171,7 +171,7 @@ def has_vector_table(conn: Any) -> bool:
     return conn.execute("SELECT to_regclass('chunk_vec') IS NOT NULL").fetchone()[0]
 
 
-def create_vector_table(conn: Any, dims: int) -> None:
+def create_vector_table(conn: Any, dims: int, index: bool = True) -> None:
     """The vector table for `dims`-dimensional embeddings and its index over their sign bits (Hamming HNSW)."""
     conn.execute(f"""CREATE TABLE chunk_vec (
         chunk_id      BIGINT PRIMARY KEY REFERENCES chunks(id) ON DELETE CASCADE,
@@ -179,6 +179,12 @@ def create_vector_table(conn: Any, dims: int) -> None:
         embedding     vector({int(dims)}) NOT NULL
     )""")
     conn.execute("CREATE INDEX chunk_vec_by_collection ON chunk_vec(collection_id)")
+    if index:
+        create_vector_index(conn, dims)
+
+
+def create_vector_index(conn: Any, dims: int) -> None:
+    """HNSW over the vectors' sign bits (built after a bulk load is far cheaper than row by row)."""
     conn.execute(f"CREATE INDEX chunk_vec_bits ON chunk_vec USING hnsw "
                  f"((binary_quantize(embedding)::bit({int(dims)})) bit_hamming_ops)")
 

@@ -23,7 +23,7 @@ def insert_vectors(conn: Any, rows: Iterable[tuple[int, int, np.ndarray]]) -> No
 
 def write_item_text(conn: Any, item_id: int) -> None:
     conn.execute("DELETE FROM item_docs WHERE item_id = ?", (item_id,))
-    conn.execute(ITEM_DOC_SQL, (item_id,))
+    conn.execute(ITEM_DOC_SQL.format(where="i.id = ?"), (item_id,))
 
 
 def write_item_names(conn: Any, item_id: int, title: str, key: str, source_type: str, metadata: dict,
