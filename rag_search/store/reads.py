@@ -179,12 +179,16 @@ def status(store: Store) -> dict[str, Any]:
     """Everything `local-rag status` shows."""
     collections = list_collections(store)
     embedder = recorded_embedder(store.conn)
-    db_bytes = sum(os.path.getsize(store.path + ext) for ext in ("", "-wal") if os.path.exists(store.path + ext))
+    if store.postgres:  # the database's size on the server; its schema is created whole when opened
+        db_bytes, pending = store.conn.execute("SELECT pg_database_size(current_database())").fetchone()[0], []
+    else:
+        db_bytes = sum(os.path.getsize(store.path + ext) for ext in ("", "-wal") if os.path.exists(store.path + ext))
+        pending = migrations.pending(store.conn)
     return {
         "db_path": store.path,
         "db_bytes": db_bytes,
         "schema_version": migrations.SCHEMA_VERSION,
-        "pending_migrations": migrations.pending(store.conn),
+        "pending_migrations": pending,
         "embedder": {"id": embedder[0], "dimensions": embedder[1]} if embedder else None,
         "collections": [c.to_dict() for c in collections],
         "totals": {
