@@ -254,8 +254,9 @@ def test_a_long_lived_engine_sees_another_writers_commits(postgres_url, fake_emb
     url = fresh_database(postgres_url, "t_two_writers")
     reader, writer = open_store(url), open_store(url)
     try:
-        add_doc(writer, fake_embedder, "notes", "a.md", "first note about rivers")
         engine = search_engine(reader, fake_embedder)
+        assert keys(engine, "rivers") == []  # an empty index: no chunks in scope
+        add_doc(writer, fake_embedder, "notes", "a.md", "first note about rivers")
         assert keys(engine, "rivers") == ["a.md"]
         add_doc(writer, fake_embedder, "notes", "b.md", "second note about rivers and lakes")
         assert set(keys(engine, "rivers")) == {"a.md", "b.md"}
