@@ -312,3 +312,21 @@ def test_the_store_setting_takes_only_a_postgresql_url(tmp_path):
         load_settings(config)
     config.write_text("store: postgresql://rag@db.local/rag\n")
     assert load_settings(config).store == "postgresql://rag@db.local/rag"
+
+
+def test_what_the_mcp_tools_read(any_store, add):
+    """Stats, recent items, a document, related items, metadata and tags: the reads behind the MCP tools."""
+    from rag_search.retrieval.related import related_items
+
+    add("notes", "a.md", "rivers and lakes of europe", tags=("geo",), metadata={"area": "travel"}, ts=4_000_000_000)
+    add("notes", "b.md", "lakes and rivers in spring", tags=("geo",))
+    add("notes", "c.md", "sourdough bread")
+    [stats] = reads.knowledge_stats(any_store)
+    assert (stats["items"], stats["indexed"], stats["failed"], stats["chunks"]) == (3, 3, 0, 3)
+    assert [r["key"] for r in reads.recent_items(any_store, days=1)][0] == "a.md"  # dated in the future: first
+    doc = reads.get_document(any_store, "b.md")
+    assert (doc["key"], doc["chunks"]) == ("b.md", 1) and "spring" in doc["text"]
+    item_a = reads.find_item(any_store, "a.md")[0]
+    assert related_items(any_store, item_a)["similar"][0]["key"] == "b.md"
+    assert reads.metadata_values(any_store) == {"notes": {"area": ["travel"]}}
+    assert reads.tag_counts(any_store) == [("geo", 2)]
