@@ -100,9 +100,12 @@ def recall(pg, qvecs) -> float:
     return found / (10 * len(qvecs))
 
 
-def quality(url: str, modes: list[str]) -> None:
+def quality(url: str, modes: list[str], eval_dir: Path) -> None:
+    sys.path.insert(0, str(eval_dir))  # the BEIR loader and SciFact data (../shared/eval beside the checkout)
     import quality as q
     import quality_sets as qs
+
+    qs.EVAL = eval_dir
 
     bench = qs.load("scifact", "/work/.mirror")
     home = qs.ensure_index(bench)
@@ -127,6 +130,8 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--modes", default="hybrid,keyword,semantic", help="SciFact modes")
     ap.add_argument("--url", help="a PostgreSQL server with pgvector (default: a throwaway one)")
+    ap.add_argument("--eval", type=Path, default=HERE.parents[1] / "shared" / "eval",
+                    help="the shared eval folder (beir.py, data/scifact-train)")
     ap.add_argument("--no-latency", action="store_true")
     ap.add_argument("--no-quality", action="store_true")
     args = ap.parse_args()
@@ -135,7 +140,7 @@ def main() -> None:
         if not args.no_latency:
             latency(url, args.sizes, args.queries, args.repeats)
         if not args.no_quality:
-            quality(url, args.modes.split(","))
+            quality(url, args.modes.split(","), args.eval)
     print(f"\n({time.perf_counter() - t0:.0f} s)")
 
 

@@ -330,3 +330,14 @@ def test_what_the_mcp_tools_read(any_store, add):
     assert related_items(any_store, item_a)["similar"][0]["key"] == "b.md"
     assert reads.metadata_values(any_store) == {"notes": {"area": ["travel"]}}
     assert reads.tag_counts(any_store) == [("geo", 2)]
+
+
+def test_reembed_switches_the_index_to_another_embedder(any_store, add):
+    from rag_search.embedders.reembed import reembed
+
+    add("notes", "a.md", "rivers and lakes")
+    add("notes", "b.md", "sourdough bread")
+    other = HashEmbedder(dimensions=32, name="other")
+    assert reembed(any_store, other)["vectors"] == 2
+    assert any_store.embedder == (other.id, 32)
+    assert keys(search_engine(any_store, other), "sourdough", mode="semantic")[0] == "b.md"

@@ -9,6 +9,7 @@ from typing import Any, Iterator
 from rag_search.store import vectors
 from rag_search.store.database import Store
 from rag_search.store.pg import schema
+from rag_search.store.pg import writes as pg_writes
 from rag_search.store.pg.connection import PgConnection, redact
 
 
@@ -51,6 +52,5 @@ class PgStore(Store):
                 conn.execute("SELECT pg_advisory_xact_lock(727002)")  # two processes binding at once: one creates
                 if schema.has_vector_table(conn):
                     return
-                conn.executemany("INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE "
-                                 "SET value = excluded.value", [("embedder_id", embedder_id), ("dimensions", str(dims))])
+                pg_writes.record_embedder(conn, embedder_id, dims)
                 schema.create_vector_table(conn, dims)

@@ -16,6 +16,7 @@ from rag_search.names import MAX_NAMES
 from rag_search.store import migrations
 from rag_search.store.connection import connect
 from rag_search.store.pg import schema
+from rag_search.store.pg import writes as pg_writes
 from rag_search.store.pg.connection import vector_text
 from rag_search.store.pg.database import PgStore
 from rag_search.store.vectors import from_blob, has_vector_table, recorded_embedder
@@ -59,8 +60,7 @@ def migrate_store(db_path: Path | str, url: str, progress: Callable[[str], None]
                 src.execute("SELECT rowid, name, kind FROM item_names")))
             conn.execute(schema.ITEM_DOC_SQL.format(where="TRUE"))
             if embedder is not None:
-                conn.executemany("INSERT INTO meta(key, value) VALUES (?, ?)",
-                                 [("embedder_id", embedder[0]), ("dimensions", str(embedder[1]))])
+                pg_writes.record_embedder(conn, *embedder)
                 report.rows["chunk_vec"] = _copy_vectors(conn, src, embedder[1])
                 _say(progress, f"vectors: {report.rows['chunk_vec']:,}; indexing their sign bits")
             for table in IDENTITY:
