@@ -48,9 +48,14 @@ class PgStore(Store):
             vectors.check_embedder(self.conn, embedder_id, dims, self.path)
             if schema.has_vector_table(self.conn) and vectors.recorded_embedder(self.conn):
                 return
-            with self.transaction() as conn:
-                conn.execute("SELECT pg_advisory_xact_lock(727002)")  # two processes binding at once: one creates
-                if schema.has_vector_table(conn):
-                    return
-                pg_writes.record_embedder(conn, embedder_id, dims)
-                schema.create_vector_table(conn, dims)
+            # two processes binding at once: one creates the table. The lock is taken before the transaction
+            # starts, so that transaction's catalog lookups see a table the other one committed meanwhile.
+            self.conn.execute("SELECT pg_advisory_lock(727002)")
+            try:
+                with self.transaction() as conn:
+                    if schema.has_vector_table(conn):
+                        return
+                    pg_writes.record_embedder(conn, embedder_id, dims)
+                    schema.create_vector_table(conn, dims)
+            finally:
+                self.conn.execute("SELECT pg_advisory_unlock(727002)")
