@@ -9,6 +9,7 @@ if every word is common they are ANDed. Scores are negated (lower is better, as 
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from rag_search.retrieval.filters import SqlFilter
@@ -53,17 +54,28 @@ def df(conn: Any, term: Term, cache: dict[str, int], table: str = CHUNKS, upto: 
     return cache[key]
 
 
-def ranked_sql(where: SqlFilter, table: str) -> str:
-    """Ids and negated ts_rank for `?` (the tsquery text), the filters' params, `?` (limit)."""
+def ranked_sql(where: SqlFilter, table: str, idfs: list[float] = ()) -> str:
+    """Ids and their negated score for: one `?` per idf (each term's tsquery text), `?` (the whole expression), the
+    filters' params, `?` (limit). The score sums each term's ts_rank times its IDF (ts_rank alone weighs every word
+    the same: a word in half the rows counts as much as a rare one, where BM25 would hardly count it); without idfs
+    it is the expression's ts_rank."""
+    alias = "d" if table == ITEMS else "c"
+    rank = " + ".join(f"{idf:.6f} * ts_rank({WEIGHTS}, {alias}.tsv, to_tsquery('{TS_CONFIG}', ?), 1)" for idf in idfs)
+    score = f"-({rank})" if idfs else f"-ts_rank({WEIGHTS}, {alias}.tsv, q, 1)"
     if table == ITEMS:
         cond = "" if where.empty else (" AND EXISTS (SELECT 1 FROM chunks c JOIN items i ON i.id = c.item_id "
                                         f"WHERE c.item_id = d.item_id AND {where.sql})")
-        return (f"SELECT d.item_id, -ts_rank({WEIGHTS}, d.tsv, q, 1) AS score FROM {QUERY} q, item_docs d "
+        return (f"SELECT d.item_id, {score} AS score FROM {QUERY} q, item_docs d "
                 f"WHERE d.tsv @@ q{cond} ORDER BY score, d.item_id LIMIT ?")
     joins = "" if where.empty else " JOIN items i ON i.id = c.item_id"
     cond = "" if where.empty else f" AND {where.sql}"
-    return (f"SELECT c.id, -ts_rank({WEIGHTS}, c.tsv, q, 1) AS score FROM {QUERY} q, chunks c{joins} "
+    return (f"SELECT c.id, {score} AS score FROM {QUERY} q, chunks c{joins} "
             f"WHERE c.tsv @@ q{cond} ORDER BY score, c.id LIMIT ?")
+
+
+def idf(n_total: int, rows: int) -> float:
+    """BM25's inverse document frequency."""
+    return math.log(1 + (n_total - rows + 0.5) / (rows + 0.5))
 
 
 def search(conn: Any, terms: list[Term], where: SqlFilter, limit: int, n_total: int, df_cache: dict[str, int],
@@ -71,19 +83,25 @@ def search(conn: Any, terms: list[Term], where: SqlFilter, limit: int, n_total: 
     run = KeywordRun()
     if not terms:
         return run
-    common = []
-    if n_total > COMMON_MIN_DOCS:
-        common = [t for t in terms if not (t.phrase or t.prefix) and df(conn, t, df_cache, table) > COMMON_MIN_DOCS]
+    counted = {t: df(conn, t, df_cache, table) for t in terms}  # up to COMMON_MIN_DOCS + 1, cached
+    common = [t for t in terms if n_total > COMMON_MIN_DOCS and not (t.phrase or t.prefix)
+              and counted[t] > COMMON_MIN_DOCS]
     rare = [t for t in terms if t not in common]
-    run.expression = expression(rare) if rare else expression(common, " & ")
     run.dropped = [t.text for t in common] if rare else []
     run.rare = bool(rare) and (n_total <= COMMON_MIN_DOCS or not any(t.phrase or t.prefix for t in rare))
-    rows = conn.execute(ranked_sql(where, table), (run.expression, *where.params, limit)).fetchall()
+    rows = _ranked(conn, rare or common, " | " if rare else " & ", where, table, limit, n_total, counted, run)
     if not rare and len(rows) < limit:  # every word common and their AND too narrow: any of them
-        run.expression = expression(terms)
-        rows = conn.execute(ranked_sql(where, table), (run.expression, *where.params, limit)).fetchall()
+        rows = _ranked(conn, terms, " | ", where, table, limit, n_total, counted, run)
     run.ids, run.scores = [r[0] for r in rows], [float(r[1]) for r in rows]
     return run
+
+
+def _ranked(conn: Any, terms: list[Term], joiner: str, where: SqlFilter, table: str, limit: int, n_total: int,
+            counted: dict[Term, int], run: KeywordRun) -> list:
+    run.expression = expression(terms, joiner)
+    idfs = [idf(n_total, counted[t]) for t in terms]
+    params = (*(term_query(t) for t in terms), run.expression, *where.params, limit)
+    return conn.execute(ranked_sql(where, table, idfs), params).fetchall()
 
 
 def exact_items(conn: Any, terms: list[Term], where: SqlFilter, max_items: int) -> dict[int, list[str]]:
