@@ -36,6 +36,7 @@ from rag_search.store import open_store  # noqa: E402
 from rag_search.store.pg.migrate import migrate_store  # noqa: E402
 
 OUT = HERE / "out"
+REUSE = False  # --reuse: keep complete copies made by an earlier run on the same --url
 CASES = [("hybrid", Filters()), ("keyword", Filters()), ("semantic", Filters()),
          ("hybrid", Filters(collections=("notes",))), ("hybrid", Filters(tags=("t7",))),
          ("hybrid", Filters(date_from=1_600_000_000))]
@@ -55,12 +56,25 @@ def server(url: str | None) -> Iterator[str]:
         shutil.rmtree(base, ignore_errors=True)
 
 
-def copy_into(url: str, db: Path, name: str) -> str:
+def copy_into(url: str, db: Path, name: str, reuse: bool = False) -> str:
+    """The rag.db copied into database `name` by migrate-store (with `reuse`, a complete earlier copy is kept)."""
+    target = url.rsplit("/", 1)[0] + f"/{name}"
+    if reuse and _copied(target):
+        print(f"  reusing the copy of {db.name} in {name}", flush=True)
+        return target
     target = fresh_database(url, name)
     report = migrate_store(db, target)
     print(f"  migrate-store {db.name}: {report.rows.get('chunks', 0):,} chunks, "
           f"{report.rows.get('chunk_vec', 0):,} vectors in {report.seconds:.1f} s", flush=True)
     return target
+
+
+def _copied(target: str) -> bool:
+    try:
+        with open_store(target) as store:
+            return store.conn.execute("SELECT to_regclass('chunk_vec_bits') IS NOT NULL").fetchone()[0]
+    except Exception:  # no such database yet
+        return False
 
 
 def latency(url: str, sizes: list[int], n_queries: int, repeats: int) -> None:
@@ -69,7 +83,7 @@ def latency(url: str, sizes: list[int], n_queries: int, repeats: int) -> None:
     qs = queries(n_queries)
     for n in sizes:
         sqlite = open_db(n, base)
-        pg = open_store(copy_into(url, Path(sqlite.path), f"bench_synthetic_{n}"))
+        pg = open_store(copy_into(url, Path(sqlite.path), f"bench_synthetic_{n}", REUSE))
         pg.conn.execute("VACUUM ANALYZE")
         engines = {"rag.db": SearchEngine(sqlite, embedder), "postgres": search_engine(pg, embedder)}
         print(f"\n{n:,} chunks: {n_queries} queries x {repeats} repeats (median of per-repeat percentiles), warm; "
@@ -110,7 +124,7 @@ def quality(url: str, modes: list[str], eval_dir: Path) -> None:
     bench = qs.load("scifact", "/work/.mirror")
     home = qs.ensure_index(bench)
     sqlite = q.engine_for(home)
-    pg_url = copy_into(url, home / "rag.db", "bench_scifact")
+    pg_url = copy_into(url, home / "rag.db", "bench_scifact", REUSE)
     pg = search_engine(open_store(pg_url), sqlite.embedder, sqlite.settings)
     print(f"\nSciFact train ({len(bench.queries)} queries), defaults\n| mode | rag.db nDCG@10 | postgres nDCG@10 | "
           "rag.db p50 / p95 ms | postgres p50 / p95 ms |\n|---|---|---|---|---|")
@@ -134,7 +148,10 @@ def main() -> None:
                     help="the shared eval folder (beir.py, data/scifact-train)")
     ap.add_argument("--no-latency", action="store_true")
     ap.add_argument("--no-quality", action="store_true")
+    ap.add_argument("--reuse", action="store_true", help="with --url: keep the copies an earlier run made")
     args = ap.parse_args()
+    global REUSE
+    REUSE = args.reuse and bool(args.url)
     t0 = time.perf_counter()
     with server(args.url) as url:
         if not args.no_latency:
