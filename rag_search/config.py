@@ -177,7 +177,24 @@ def mask_password(url: str) -> str:
 
 
 class Settings(_Section):
+    store: str | None = Field(
+        None, description="Where the index lives: unset = rag.db beside the config (SQLite, embedded); "
+                          "postgresql://user:password@host:5432/db = a PostgreSQL server with pgvector (`pip install "
+                          "'local-rag[postgres]'`; copy an existing rag.db there with `local-rag migrate-store`).",
+    )
     embedder: EmbedderSettings = Field(default_factory=EmbedderSettings, description="The embedder.")
+
+    @field_validator("store")
+    @classmethod
+    def _store_url(cls, value: str | None) -> str | None:
+        if value and not value.startswith(("postgresql://", "postgres://")):
+            raise ValueError("must be a postgresql:// URL (e.g. postgresql://rag:secret@db.local:5432/rag), "
+                             "or left out for rag.db")
+        return value or None
+
+    def store_location(self, paths: Paths) -> str | Path:
+        """The configured store: its postgresql:// URL, else rag.db's path."""
+        return self.store or paths.db
     search: SearchSettings = Field(default_factory=SearchSettings, description="Search defaults.")
     mcp: McpSettings = Field(default_factory=McpSettings, description="The MCP server: rag_index roots, HTTP hosts.")
     collections: dict[str, Any] = Field(

@@ -32,8 +32,9 @@ from rag_search.mcp_reads import compact_json, empty_index
 from rag_search.mcp_schema import compact_tools
 from rag_search.people import PeopleDirectory
 from rag_search.retrieval import SearchEngine
+from rag_search.retrieval.engine import search_engine
 from rag_search.retrieval.rerank import load_reranker
-from rag_search.store import Store, reads
+from rag_search.store import Store, open_store, reads
 from rag_search.store.vectors import same_vectors
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
@@ -90,9 +91,9 @@ def open_context(paths: Paths | None = None) -> RagContext:
         paths = paths or Paths.from_env()
         live = LiveSettings(paths.config)
         settings = live.settings
-        store = Store.open(paths.db)
+        store = open_store(settings.store_location(paths))
         embedder = load_embedder(settings.embedder, paths)
-        _context = RagContext(paths, settings, store, embedder, SearchEngine(store, embedder, settings.search, bits_in_ram=True),
+        _context = RagContext(paths, settings, store, embedder, search_engine(store, embedder, settings.search, bits_in_ram=True),
                               PeopleDirectory.from_settings(settings), live)
         recorded = store.embedder
         if recorded and same_vectors(recorded[0], embedder.id) and recorded[1] == embedder.dimensions:

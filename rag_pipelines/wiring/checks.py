@@ -91,7 +91,8 @@ def _counts(cfg: CollectionConfig, rag: RagResource) -> dict[str, int]:
     q = lambda sql: store.conn.execute(sql, (coll,)).fetchone()[0]  # noqa: E731
     return {
         "chunks": q("SELECT count(*) FROM chunks WHERE collection_id = ?"),
-        "fts_rows": q("SELECT count(*) FROM chunks_fts_docsize WHERE id IN (SELECT id FROM chunks WHERE collection_id = ?)"),
+        "fts_rows": q("SELECT count(*) FROM chunks WHERE collection_id = ? AND tsv IS NOT NULL" if store.postgres else
+                      "SELECT count(*) FROM chunks_fts_docsize WHERE id IN (SELECT id FROM chunks WHERE collection_id = ?)"),
         "vectors": q("SELECT count(*) FROM chunk_vec WHERE collection_id = ?"),
         "failed": q("SELECT count(*) FROM items WHERE collection_id = ? AND status = 'failed'"),
     }

@@ -26,7 +26,8 @@ def embeddings(context: dg.AssetExecutionContext, rag: RagResource) -> dg.Materi
     else:
         store.bind_embedder(embedder.id, embedder.dimensions)
     meta["cache_pruned"] = prune_cache(store, embedder.id)
-    with store.transaction() as conn:
-        conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('optimize')")
+    if not store.postgres:  # PostgreSQL's GIN indexes keep themselves (autovacuum)
+        with store.transaction() as conn:
+            conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('optimize')")
     meta["chunks"] = store.conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
     return dg.MaterializeResult(metadata=meta)

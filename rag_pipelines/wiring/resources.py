@@ -5,7 +5,7 @@ import dagster as dg
 
 from rag_search.config import Paths, load_settings
 from rag_search.embedders import Embedder, load_embedder
-from rag_search.store import Store
+from rag_search.store import Store, open_store
 
 _open: dict[tuple, object] = {}
 
@@ -29,9 +29,11 @@ class RagResource(dg.ConfigurableResource):
         return paths_for(self.home)
 
     def store(self) -> Store:
-        key = ("store", str(self.paths().db))
+        paths = self.paths()
+        location = load_settings(paths.config).store_location(paths)
+        key = ("store", str(location))
         if key not in _open:
-            _open[key] = Store.open(self.paths().db, indexing=True)  # searches open their own connection
+            _open[key] = open_store(location, indexing=True)  # searches open their own connection
         return _open[key]  # type: ignore[return-value]
 
     def embedder(self) -> Embedder:

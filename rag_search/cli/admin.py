@@ -201,3 +201,25 @@ def compact(app: App):
         raise click.ClickException(f"Could not compact {store.path}: {exc}. Stop the processes that have it open "
                                    "(`local-rag serve`, `ui`, `watch`, a running index) and try again.") from exc
     click.echo(f"{store.path}: {before / 1e6:,.0f} MB -> {path.stat().st_size / 1e6:,.0f} MB")
+
+
+@click.command("migrate-store")
+@click.option("--from", "source", type=click.Path(dir_okay=False), help="The rag.db to copy (default: LOCAL_RAG_DB).")
+@click.option("--to", "url", help="The PostgreSQL store's URL (default: `store:` in config.yaml).")
+@pass_app
+def migrate_store(app: App, source: str | None, url: str | None):
+    """Copy a rag.db into an empty PostgreSQL store (pgvector), vectors included: nothing is re-embedded."""
+    from rag_search.store import is_url
+    from rag_search.store.pg.connection import redact
+    from rag_search.store.pg.migrate import migrate_store as copy_store
+
+    url = url or app.settings.store
+    if not is_url(url):
+        raise click.UsageError("Say where to copy to: --to postgresql://user:password@host:5432/db, or set "
+                               "`store: postgresql://...` in config.yaml.")
+    source = source or str(app.paths.db)
+    report = copy_store(source, url, progress=lambda m: click.echo(m, err=True))
+    rows = ", ".join(f"{n:,} {t}" for t, n in report.rows.items() if t in ("items", "chunks", "chunk_vec"))
+    click.echo(f"Copied {source} to {redact(url)} in {report.seconds:.1f} s: {rows}.")
+    if not app.settings.store:
+        click.echo(f"To search it, set in {app.paths.config}:  store: {redact(url)}  (with the password)", err=True)

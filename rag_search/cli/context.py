@@ -10,7 +10,7 @@ import click
 from rag_search.config import Paths, Settings, load_settings
 from rag_search.embedders import Embedder, load_embedder
 from rag_search.errors import RagError
-from rag_search.store import Store
+from rag_search.store import Store, open_store
 
 
 class App:
@@ -23,7 +23,7 @@ class App:
 
     @cached_property
     def store(self) -> Store:
-        return Store.open(self.paths.db)
+        return open_store(self.settings.store_location(self.paths))
 
     @cached_property
     def embedder(self) -> Embedder:

@@ -9,8 +9,8 @@ from rag_search.cli.context import App, pass_app
 from rag_search.cli.format import render_hits
 from rag_search.errors import QueryError
 from rag_search.people import PeopleDirectory, resolve_filters
-from rag_search.retrieval import Filters, SearchEngine, SearchRequest, parse_date
-from rag_search.retrieval.engine import MODES
+from rag_search.retrieval import Filters, SearchRequest, parse_date
+from rag_search.retrieval.engine import MODES, search_engine
 from rag_search.retrieval.relevance import at_least, engine_query_vectors, with_relevance
 from rag_search.stale import mark_hits
 
@@ -86,7 +86,7 @@ def search_text(app: App, query, collections, source_types, after, before, days,
     query = check_query(" ".join(query))
     filters = resolve_filters(check_filters(filters), PeopleDirectory.from_settings(app.settings))
     if engine is None or mode == "keyword":
-        engine = SearchEngine(app.store, None if mode == "keyword" else app.embedder, app.settings.search)
+        engine = search_engine(app.store, None if mode == "keyword" else app.embedder, app.settings.search)
     scored = as_json or explain or min_score is not None  # relevance costs one more lookup per hit
     qvec = engine_query_vectors(engine, [query]).get(query) if scored and mode != "keyword" else None
     result = engine.search(SearchRequest(query, top_k=top_k, mode=mode, filters=filters, chunks=chunk_hits,

@@ -11,7 +11,7 @@ marked changed: the next sync of their sources chunks them again for the new win
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 from rag_search.embedders.base import Embedder, Progress
 from rag_search.embedders.cached import embed_texts
@@ -41,15 +41,13 @@ def reembed(store: Store, embedder: Embedder, progress: Progress | None = None,
         _, fresh = embed_texts(store, embedder, texts[start : start + BATCH], progress)
         embedded += fresh
     with store.transaction() as conn:
-        vectors.drop_vector_table(conn)
-        vectors.create_vector_table(conn, embedder.dimensions)
-        vectors.record_embedder(conn, embedder.id, embedder.dimensions)
+        insert = _new_vector_table(store, conn, embedder)
         rows = conn.execute(
             "SELECT c.id, c.collection_id, e.vector FROM chunks c JOIN embedding_cache e "
             "ON e.embedder_id = ? AND e.text_hash = c.content_hash",
             (embedder.id,),
         ).fetchall()
-        vectors.insert_vectors(conn, ((cid, coll, from_blob(v)) for cid, coll, v in rows))
+        insert(conn, ((cid, coll, from_blob(v)) for cid, coll, v in rows))
         again = foreign + too_long
         for start in range(0, len(again), 500):
             part = again[start : start + 500]
@@ -57,3 +55,16 @@ def reembed(store: Store, embedder: Embedder, progress: Progress | None = None,
                          f"WHERE content_hash IN ({','.join('?' * len(part))}))", part)
     return {"texts": len(texts), "embedded": embedded, "reused": len(texts) - embedded, "vectors": len(rows),
             "too_long": len(too_long)}
+
+
+def _new_vector_table(store: Store, conn: Any, embedder: Embedder) -> Callable:
+    """An empty vector table for the embedder's dimensions, recorded as the index's embedder; the inserter."""
+    if store.postgres:
+        from rag_search.store.pg import writes as pg_writes
+
+        pg_writes.reset_vectors(conn, embedder.id, embedder.dimensions)
+        return pg_writes.insert_vectors
+    vectors.drop_vector_table(conn)
+    vectors.create_vector_table(conn, embedder.dimensions)
+    vectors.record_embedder(conn, embedder.id, embedder.dimensions)
+    return vectors.insert_vectors

@@ -99,6 +99,8 @@ class SearchResult:
 class SearchEngine:
     """Answers SearchRequests against one Store with one Embedder (loaded lazily by the embedder)."""
 
+    name_lookups = None  # titles.search's backend: rag.db's FTS5 tables
+
     def __init__(self, store: Store, embedder: Embedder | None, settings: SearchSettings | None = None,
                  reranker: Reranker | None = None, bits_in_ram: bool = False):
         """bits_in_ram: keep every vector's sign bits in RAM for candidate generation (long-running servers)."""
@@ -201,7 +203,7 @@ class SearchEngine:
     def _scope_size(self, coll_ids: tuple[int, ...]) -> int:
         """Chunks in scope, counted once per database state (a count(*) costs ~11 ms at 1M chunks)."""
         conn = self.store.conn
-        stamp = (conn.execute("PRAGMA data_version").fetchone()[0], conn.total_changes)
+        stamp = self._stamp()
         if self._counts_stamp != stamp:
             self._counts, self._counts_stamp = {}, stamp
         if coll_ids not in self._counts:
@@ -212,6 +214,11 @@ class SearchEngine:
                 n = conn.execute(sql, coll_ids).fetchone()[0]
             self._counts[coll_ids] = n
         return self._counts[coll_ids]
+
+    def _stamp(self) -> tuple[int, int]:
+        """Changes whenever the index does (commits by other connections, and this connection's own writes)."""
+        conn = self.store.conn
+        return conn.execute("PRAGMA data_version").fetchone()[0], conn.total_changes
 
     def _items_count(self) -> int:
         """Items in the index, counted once per database state (with the chunks in scope: _scope_size)."""
@@ -239,15 +246,16 @@ class SearchEngine:
         result.keyword_expression, result.keyword_dropped, result.keyword_rare = run.expression, run.dropped, run.rare
         got.chunk_rankings["keyword_chunks"] = run.ids
         n_items = self._items_count()
-        items = keyword.search(conn, terms, where, limit, n_items, self._df_cache, may_skip=hybrid, table=keyword.ITEMS)
+        items = self._keyword_items(terms, where, limit, n_items, hybrid)
         got.item_rankings["keyword"] = items.ids
         got.item_bm25 = dict(zip(items.ids, items.scores))
         if self.settings.exact_max_items and hybrid:  # keyword mode: BM25 already puts rare terms first
-            got.exact = keyword.exact_items(conn, terms, where, self.settings.exact_max_items)
+            got.exact = self._exact_items(terms, where)
         result.timings_ms["keyword"] = _ms(t0)
         if self.settings.title_weight > 0:
             t0 = time.perf_counter()
-            matches = titles.search(conn, result.request.query, terms, where, limit, n_items, self._df_cache)
+            matches = titles.search(conn, result.request.query, terms, where, limit, n_items, self._df_cache,
+                                    self.name_lookups)
             got.item_rankings["title"] = [m.item_id for m in matches]
             got.names = {m.item_id: m for m in matches}
             result.timings_ms["title"] = _ms(t0)
@@ -259,6 +267,14 @@ class SearchEngine:
         run = keyword.search(self.store.conn, terms, where, limit, n_total, self._df_cache, may_skip=hybrid)
         run.ids = run.ids[:limit]
         return run
+
+    def _keyword_items(self, terms, where: SqlFilter, limit: int, n_items: int, hybrid: bool) -> keyword.KeywordRun:
+        """Items by BM25 over their whole text (items_fts)."""
+        return keyword.search(self.store.conn, terms, where, limit, n_items, self._df_cache, may_skip=hybrid,
+                              table=keyword.ITEMS)
+
+    def _exact_items(self, terms, where: SqlFilter) -> dict[int, list[str]]:
+        return keyword.exact_items(self.store.conn, terms, where, self.settings.exact_max_items)
 
     def _vector(self, query: str, filters: Filters, coll_ids, limit: int, result: SearchResult, got: Retrieved) -> None:
         """The nearest chunks, widened until they cover `limit` distinct items (or the scope runs out)."""
@@ -368,11 +384,15 @@ class SearchEngine:
 
     def candidates(self, query: str, head: list[FusedItem], got: Retrieved) -> list[Candidate]:
         """The fused head as a reranker sees it (its chunks chosen first: `_choose_chunks`)."""
-        idf = query_idf(self.store.conn, query, self._items_count(), self._df_cache)
+        idf = self._idf(query)
         candidates = [Candidate.of(i, got, t) for i, t in zip(head, self._item_texts(head))]
         for c in candidates:
             c.idf = idf
         return candidates
+
+    def _idf(self, query: str) -> dict[str, float]:
+        """The query's stems and their IDF over whole items (the reranker's weights)."""
+        return query_idf(self.store.conn, query, self._items_count(), self._df_cache)
 
     def _item_texts(self, items: list[FusedItem]) -> list[tuple[str, str, str]]:
         """(title, text, heading) per item as a reranker reads it: its best chunk, then its other matching chunks;
@@ -398,11 +418,14 @@ class SearchEngine:
         todo = [i for i in items if i.chunk_id is None]
         if not todo:
             return
-        expr = result.keyword_expression or keyword.match_expression(terms)
-        best = keyword.best_chunks(self.store.conn, [i.item_id for i in todo], expr, build_where(filters),
-                                   probe=result.keyword_rare, terms=terms, df_cache=self._df_cache)
+        best = self._best_chunks([i.item_id for i in todo], terms, build_where(filters), result)
         for item in todo:
             item.chunk_id = best.get(item.item_id)
+
+    def _best_chunks(self, item_ids: list[int], terms, where: SqlFilter, result: SearchResult) -> dict[int, int]:
+        expr = result.keyword_expression or keyword.match_expression(terms)
+        return keyword.best_chunks(self.store.conn, item_ids, expr, where, probe=result.keyword_rare, terms=terms,
+                                   df_cache=self._df_cache)
 
     def _item_hits(self, items: list[FusedItem], pattern) -> list[Hit]:
         ids = [i.chunk_id for i in items if i.chunk_id is not None]
@@ -481,3 +504,13 @@ def _section(r: tuple) -> dict:
 
 def _ms(t0: float) -> float:
     return round((time.perf_counter() - t0) * 1000, 2)
+
+
+def search_engine(store: Store, embedder: Embedder | None, settings: SearchSettings | None = None,
+                  reranker: Reranker | None = None, bits_in_ram: bool = False) -> SearchEngine:
+    """The engine for a store: rag.db's, or the PostgreSQL store's (rag_search.retrieval.pg_engine)."""
+    if store.postgres:
+        from rag_search.retrieval.pg_engine import PgSearchEngine
+
+        return PgSearchEngine(store, embedder, settings, reranker)
+    return SearchEngine(store, embedder, settings, reranker, bits_in_ram=bits_in_ram)

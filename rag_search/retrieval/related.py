@@ -24,15 +24,26 @@ def related_items(store: Store, item_id: int, top_k: int = 10) -> dict[str, Any]
         if vecs:
             centre = np.mean(np.stack(list(vecs.values())), axis=0)
             centre /= np.linalg.norm(centre) or 1.0
-            rows = conn.execute(
-                "SELECT v.chunk_id, v.distance, c.item_id FROM chunk_vec v JOIN chunks c ON c.id = v.chunk_id "
-                "WHERE v.embedding MATCH ? AND k = ?", (as_blob(centre), NEIGHBOURS)).fetchall()
+            rows = _neighbours(store, centre)
             best: dict[int, float] = {}
             for _, dist, other in sorted(rows, key=lambda r: r[1]):
                 if other != item_id and other not in best:
                     best[other] = 1.0 - dist
             similar = [_item(conn, i) | {"similarity": round(s, 4)} for i, s in list(best.items())[:top_k]]
         return {"similar": similar, "links": _links(conn, item_id), "backlinks": _backlinks(conn, item_id)}
+
+
+def _neighbours(store: Store, centre: np.ndarray) -> list[tuple[int, float, int]]:
+    """(chunk id, cosine distance, item id) of the chunks nearest the centre (exact KNN)."""
+    if store.postgres:
+        from rag_search.store.pg.connection import vector_text
+
+        return store.conn.execute(
+            "SELECT v.chunk_id, v.embedding <=> ?::vector AS d, c.item_id FROM chunk_vec v JOIN chunks c "
+            "ON c.id = v.chunk_id ORDER BY d LIMIT ?", (vector_text(centre), NEIGHBOURS)).fetchall()
+    return store.conn.execute(
+        "SELECT v.chunk_id, v.distance, c.item_id FROM chunk_vec v JOIN chunks c ON c.id = v.chunk_id "
+        "WHERE v.embedding MATCH ? AND k = ?", (as_blob(centre), NEIGHBOURS)).fetchall()
 
 
 def _item(conn: Any, item_id: int) -> dict[str, Any]:

@@ -44,17 +44,21 @@ class NameMatch:
 
 
 def search(conn: Any, query: str, terms: list[Term], where: SqlFilter, limit: int, n_items: int,
-           df_cache: dict[str, int]) -> list[NameMatch]:
-    """Best name match per item, best first; at most `limit` items."""
+           df_cache: dict[str, int], lookups: Any = None) -> list[NameMatch]:
+    """Best name match per item, best first; at most `limit` items.
+
+    lookups: where document frequencies, candidate name rows and stems come from (df, candidates, stems); rag.db's
+    FTS5 tables by default, the PostgreSQL store's with rag_search.retrieval.pg_keyword.NameLookups."""
     if not terms:
         return []
-    df = {t: _df(conn, t, df_cache, ITEMS) for t in terms}
+    lookups = lookups or _Fts5Lookups
+    df = {t: lookups.df(conn, t, df_cache, ITEMS) for t in terms}
     idf = {t: math.log(1 + n_items / max(n, 1)) for t, n in df.items()}
     common = max(COMMON_SHARE * n_items, COMMON_FLOOR)
-    rows = _candidates(conn, terms, [t for t in terms if df[t] <= common], where)
+    rows = lookups.candidates(conn, terms, [t for t in terms if df[t] <= common], where)
     if not rows:
         return []
-    stems = _stems(conn, {**{-(n + 1): t.text for n, t in enumerate(terms)}, **dict(rows)})
+    stems = lookups.stems(conn, {**{-(n + 1): t.text for n, t in enumerate(terms)}, **dict(rows)})
     total, plain_query, best = sum(idf.values()) or 1.0, _plain(query), {}
     for rowid, name in rows:
         mine = [t for n, t in enumerate(terms) if _holds(stems.get(rowid, []), stems.get(-(n + 1), []))]
@@ -98,6 +102,12 @@ def _stems(conn: Any, texts: dict[int, str]) -> dict[int, list[str]]:
     for term, doc in conn.execute("SELECT term, doc FROM temp.name_probe_vocab ORDER BY doc, offset"):
         out.setdefault(doc, []).append(term)
     return out
+
+
+class _Fts5Lookups:
+    df = staticmethod(_df)
+    candidates = staticmethod(_candidates)
+    stems = staticmethod(_stems)
 
 
 def _holds(name_stems: list[str], term_stems: list[str]) -> bool:

@@ -30,7 +30,7 @@ def cached_vectors(store: Store, embedder_id: str, hashes: Sequence[str]) -> dic
 def cache_vectors(store: Store, embedder_id: str, pairs: Iterable[tuple[str, np.ndarray]]) -> None:
     with store.transaction() as conn:
         conn.executemany(
-            "INSERT OR IGNORE INTO embedding_cache(embedder_id, text_hash, vector) VALUES (?, ?, ?)",
+            "INSERT INTO embedding_cache(embedder_id, text_hash, vector) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
             ((embedder_id, h, as_blob(v)) for h, v in pairs),
         )
 

@@ -15,6 +15,8 @@ from rag_search.store.connection import INDEXING_MEMORY, SEARCH_MEMORY, connect
 class Store:
     """A connection to rag.db plus the few facts every caller needs (path, embedder dims)."""
 
+    postgres = False  # rag_search.store.pg.PgStore: the same interface on a PostgreSQL server
+
     def __init__(self, conn: Any, path: Path | str):
         self.conn = conn
         self.path = str(path)

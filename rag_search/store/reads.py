@@ -153,8 +153,8 @@ def knowledge_stats(store: Store) -> list[dict[str, Any]]:
     """Per collection and source: items, chunks, the items' own date range, last indexed, failures, last scan."""
     conn = store.conn
     items = conn.execute(
-        "SELECT co.name, coalesce(i.source, ''), min(i.source_type), count(*), sum(i.status = 'indexed'), "
-        "sum(i.status = 'failed'), max(i.indexed_at) FROM items i JOIN collections co ON co.id = i.collection_id "
+        "SELECT co.name, coalesce(i.source, ''), min(i.source_type), count(*), "
+        "sum(CASE WHEN i.status = 'indexed' THEN 1 ELSE 0 END), sum(CASE WHEN i.status = 'failed' THEN 1 ELSE 0 END), max(i.indexed_at) FROM items i JOIN collections co ON co.id = i.collection_id "
         "GROUP BY co.id, i.source"
     ).fetchall()
     chunks = {(r[0], r[1]): r[2:] for r in conn.execute(
@@ -179,12 +179,16 @@ def status(store: Store) -> dict[str, Any]:
     """Everything `local-rag status` shows."""
     collections = list_collections(store)
     embedder = recorded_embedder(store.conn)
-    db_bytes = sum(os.path.getsize(store.path + ext) for ext in ("", "-wal") if os.path.exists(store.path + ext))
+    if store.postgres:  # the database's size on the server; its schema is created whole when opened
+        db_bytes, pending = store.conn.execute("SELECT pg_database_size(current_database())").fetchone()[0], []
+    else:
+        db_bytes = sum(os.path.getsize(store.path + ext) for ext in ("", "-wal") if os.path.exists(store.path + ext))
+        pending = migrations.pending(store.conn)
     return {
         "db_path": store.path,
         "db_bytes": db_bytes,
         "schema_version": migrations.SCHEMA_VERSION,
-        "pending_migrations": migrations.pending(store.conn),
+        "pending_migrations": pending,
         "embedder": {"id": embedder[0], "dimensions": embedder[1]} if embedder else None,
         "collections": [c.to_dict() for c in collections],
         "totals": {
@@ -206,7 +210,7 @@ def find_item(store: Store, path_or_id: str, collection: str | None = None) -> t
     """
     ref = str(path_or_id).strip()
     params: list[Any] = []
-    where = "1"
+    where = "1 = 1"
     if collection:
         where, params = "co.name = ?", [collection]
         store.collection_id(collection)  # unknown collection → NotFound listing the known ones
@@ -275,11 +279,14 @@ def recent_items(store: Store, collection: str | None = None, days: int = 7, lim
     if collection:
         params.append(store.collection_id(collection))
         where = " AND i.collection_id = ?"
+    indexed = ("CAST(extract(epoch FROM i.indexed_at::timestamptz) AS BIGINT)" if store.postgres
+               else "CAST(strftime('%s', i.indexed_at) AS INTEGER)")
+    when = f"COALESCE(max(c.ts), {indexed})"
     rows = store.conn.execute(
         "SELECT i.id, co.name, i.key, i.uri, i.title, i.source_type, "
-        "COALESCE(max(c.ts), CAST(strftime('%s', i.indexed_at) AS INTEGER)) AS t "
+        f"{when} AS t "
         "FROM items i JOIN collections co ON co.id = i.collection_id LEFT JOIN chunks c ON c.item_id = i.id "
-        f"WHERE i.status = 'indexed'{where} GROUP BY i.id HAVING t >= ? ORDER BY t DESC LIMIT ?",
+        f"WHERE i.status = 'indexed'{where} GROUP BY i.id, co.name HAVING {when} >= ? ORDER BY t DESC LIMIT ?",
         (*params, since, limit),
     ).fetchall()
     return [{"item_id": r[0], "collection": r[1], "key": r[2], "uri": r[3], "title": r[4], "source_type": r[5],

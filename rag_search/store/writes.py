@@ -26,7 +26,7 @@ def ensure_collection(store: Store, name: str, kind: str = "project", descriptio
         conn.execute(
             "INSERT INTO collections(name, kind, description, created_at) VALUES (?, ?, ?, ?) "
             "ON CONFLICT(name) DO UPDATE SET kind = excluded.kind, "
-            "description = CASE WHEN excluded.description = '' THEN description ELSE excluded.description END",
+            "description = CASE WHEN excluded.description = '' THEN collections.description ELSE excluded.description END",
             (name, kind, description, now_iso()),
         )
     return store.collection_id(name)
@@ -67,18 +67,28 @@ def replace_item(
         conn.execute("DELETE FROM chunks WHERE item_id = ?", (item_id,))
         conn.execute("DELETE FROM item_links WHERE item_id = ?", (item_id,))
         chunk_ids = [_insert_chunk(conn, item_id, coll_id, ch) for ch in chunks]
-        vectors.insert_vectors(conn, zip(chunk_ids, [coll_id] * len(chunk_ids), vecs))
+        ops = _dialect(store)
+        ops.insert_vectors(conn, zip(chunk_ids, [coll_id] * len(chunk_ids), vecs))
         conn.executemany(
             "INSERT INTO item_links(item_id, target) VALUES (?, ?)", [(item_id, t) for t in dict.fromkeys(links)]
         )
-        write_item_text(conn, item_id)
+        ops.write_item_text(conn, item_id)
         first = chunks[0] if chunks else None
-        write_item_names(conn, item_id, title, ref.key, ref.source_type, first.metadata if first else {},
+        ops.write_item_names(conn, item_id, title, ref.key, ref.source_type, first.metadata if first else {},
                          first.participants if first else ())
         conn.execute("DELETE FROM item_texts WHERE item_id = ?", (item_id,))
         if text is not None:
             conn.execute("INSERT INTO item_texts(item_id, text) VALUES (?, ?)", (item_id, text))
     return item_id
+
+
+def _dialect(store: Store) -> Any:
+    """The module holding the writes whose SQL differs by store: this one (rag.db) or the PostgreSQL store's."""
+    if store.postgres:
+        from rag_search.store.pg import writes as pg_writes
+
+        return pg_writes
+    return _SQLITE
 
 
 def write_item_text(conn: Any, item_id: int) -> None:
@@ -97,6 +107,12 @@ def write_item_names(conn: Any, item_id: int, title: str, key: str, source_type:
                       enumerate(item_names(title, key, source_type, metadata, authors))])
 
 
+class _SQLITE:  # noqa: N801  (rag.db's dialect of the writes above)
+    insert_vectors = staticmethod(vectors.insert_vectors)
+    write_item_text = staticmethod(write_item_text)
+    write_item_names = staticmethod(write_item_names)
+
+
 def _upsert_item(
     conn: Any, coll_id: int, ref: ItemRef, fp: Fingerprint | None, title: str, status: str
 ) -> int:
@@ -109,7 +125,7 @@ def _upsert_item(
         "title = excluded.title, size = excluded.size, mtime_ns = excluded.mtime_ns, sha256 = excluded.sha256, "
         "stamp = excluded.stamp, source = excluded.source, "
         "status = excluded.status, error_kind = NULL, error = NULL, failed_at = NULL, "
-        "indexed_at = COALESCE(excluded.indexed_at, indexed_at) RETURNING id",
+        "indexed_at = COALESCE(excluded.indexed_at, items.indexed_at) RETURNING id",
         (coll_id, ref.source_type, ref.key, ref.uri, title, size, mtime, sha, stamp, ref.source, status, indexed_at),
     ).fetchone()
     return row[0]
@@ -178,7 +194,7 @@ def mark_failed(
             "size, mtime_ns, sha256, stamp) VALUES (?, ?, ?, ?, ?, 'failed', ?, ?, ?, ?, ?, ?, ?) "
             "ON CONFLICT(collection_id, key) DO UPDATE SET status = 'failed', error_kind = excluded.error_kind, "
             "error = excluded.error, failed_at = excluded.failed_at, uri = excluded.uri, source = excluded.source, "
-            "stamp = COALESCE(excluded.stamp, stamp) RETURNING id",
+            "stamp = COALESCE(excluded.stamp, items.stamp) RETURNING id",
             (
                 coll_id, ref.source_type, ref.key, ref.uri, ref.source, error_kind, message, now_iso(),
                 *((fingerprint.size, fingerprint.mtime_ns, fingerprint.sha256, fingerprint.change_stamp)
@@ -207,7 +223,7 @@ def record_scan(store: Store, collection: str, source: str, type_: str, matched:
         conn.execute(
             "INSERT INTO source_scans(collection_id, source, type, matched, problems, scanned_at, seconds, error) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(collection_id, source) DO UPDATE SET type = excluded.type, "
-            "matched = CASE WHEN excluded.error IS NULL THEN excluded.matched ELSE matched END, "
+            "matched = CASE WHEN excluded.error IS NULL THEN excluded.matched ELSE source_scans.matched END, "
             "problems = excluded.problems, scanned_at = excluded.scanned_at, seconds = excluded.seconds, "
             "error = excluded.error",
             (coll_id, source, type_, matched, problems, now_iso(), round(seconds, 3), error))

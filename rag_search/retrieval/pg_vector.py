@@ -1,0 +1,58 @@
+"""Vector retrieval on the PostgreSQL store (pgvector): exact cosine KNN on small scopes; on large ones the
+nearest sign-bit codes by Hamming distance from an HNSW index, rescored by their float vectors in the same
+statement. Filters go inside the statement (pgvector 0.8's iterative index scan keeps looking until enough
+rows pass); when a selective filter still leaves too few, the KNN is exact over the rows that pass.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from rag_search.retrieval.filters import SqlFilter
+from rag_search.retrieval.vector import EXACT_SCOPE_LIMIT
+from rag_search.store.pg.connection import vector_text
+
+COARSE_FACTOR = 4  # Hamming candidates per wanted row, rescored by their float vectors
+COARSE_MIN = 200
+
+
+def knn(conn: Any, query: np.ndarray, limit: int, scope: int, collection_ids: tuple[int, ...],
+        rest: SqlFilter) -> tuple[list[tuple[int, float]], bool]:
+    """(chunk id, cosine distance) of the `limit` nearest chunks passing the filters, and whether it was exact."""
+    q = vector_text(query)
+    where, params = _where(collection_ids, rest)
+    if scope > EXACT_SCOPE_LIMIT:
+        rows = _binary(conn, q, len(query), limit, where, params)
+        if len(rows) >= limit:
+            return rows, False
+    rows = conn.execute(f"SELECT v.chunk_id, v.embedding <=> ?::vector AS d FROM chunk_vec v{where} "
+                        "ORDER BY d, v.chunk_id LIMIT ?", (q, *params, limit)).fetchall()
+    return [(int(c), float(d)) for c, d in rows], True
+
+
+def _where(collection_ids: tuple[int, ...], rest: SqlFilter) -> tuple[str, list[Any]]:
+    parts, params = [], []
+    joins = ""
+    if collection_ids:
+        parts.append("v.collection_id = ANY(?)")
+        params.append(list(collection_ids))
+    if not rest.empty:
+        joins = " JOIN chunks c ON c.id = v.chunk_id JOIN items i ON i.id = c.item_id"
+        parts.append(rest.sql)
+        params.extend(rest.params)
+    return (joins + (" WHERE " + " AND ".join(parts) if parts else "")), params
+
+
+def _binary(conn: Any, q: str, dims: int, limit: int, where: str, params: list[Any]) -> list[tuple[int, float]]:
+    """Hamming candidates from the HNSW index over the sign bits, rescored by cosine distance."""
+    wide = max(limit * COARSE_FACTOR, COARSE_MIN)
+    bits = f"binary_quantize(v.embedding)::bit({int(dims)}) <~> binary_quantize(?::vector)"
+    with conn.raw.transaction():
+        conn.execute("SELECT set_config('hnsw.ef_search', ?, true), set_config('hnsw.iterative_scan', "
+                     "'relaxed_order', true)", (str(min(max(wide, 40), 1000)),))
+        rows = conn.execute(
+            f"SELECT chunk_id, d FROM (SELECT v.chunk_id, v.embedding <=> ?::vector AS d FROM chunk_vec v{where} "
+            f"ORDER BY {bits} LIMIT ?) s ORDER BY d, chunk_id LIMIT ?", (q, *params, q, wide, limit)).fetchall()
+    return [(int(c), float(d)) for c, d in rows]
