@@ -257,7 +257,7 @@ def test_http_transport_checks_origin_and_token(home):
             except httpx.TransportError:
                 assert time.time() < deadline and proc.poll() is None
                 time.sleep(0.2)
-        assert httpx.post(url, json=init, headers=headers).status_code == 401
+        assert httpx.post(url, json=init, headers=headers).status_code == 403  # not 401: see mcp_keys
         auth = {**headers, "Authorization": "Bearer s3cret"}
         assert httpx.post(url, json=init, headers={**auth, "Origin": "http://evil.example"}).status_code == 403
         refused = httpx.post(url, json=init, headers={**auth, "Host": "evil.example"})

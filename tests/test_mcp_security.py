@@ -237,7 +237,7 @@ def test_http_host_names_lan_clients_and_the_refusal_says_how_to_allow(rag):
         auth = "Bearer s3cret"
         for name in [socket.gethostname(), socket.getfqdn(), "notes.lan", "NOTES.LAN"]:
             assert post(Host=f"{name}:{port}", Authorization=auth).status_code == 200, name
-        assert post(Host=f"notes.lan:{port}").status_code == 401  # the token is still required
+        assert post(Host=f"notes.lan:{port}").status_code == 403  # the token is still required (403: see mcp_keys)
         assert post(Host=f"evil.example:{port}", Authorization=auth).status_code == 421
         own = f"http://{socket.gethostname()}:{port}"
         assert post(Host=f"notes.lan:{port}", Origin=own, Authorization=auth).status_code == 200

@@ -7,8 +7,9 @@ the environment that chooses the index; the server parses them with the same cli
 in-process search would (another database or config, a config edited since the server started, a usage error,
 --help), it says "fallback" and the client runs the search itself.
 
-One server per home binds the socket (`search.sock`); others leave a live one alone. The file is created with
-mode 0600 and removed when its server stops; a stale file (no one listening) is replaced.
+One server per home binds the socket (`search.sock`); others leave a live one alone (they check it by connecting
+and hanging up, which its server answers with nothing). The file is created with mode 0600 and removed when its
+server stops; a stale file (no one listening) is replaced.
 """
 
 from __future__ import annotations
@@ -103,11 +104,17 @@ def _handler(owner: SearchSocket):
     class Handler(socketserver.StreamRequestHandler):
         def handle(self):
             line = self.rfile.readline(MAX_REQUEST)
+            if not line.strip():  # a probe (another server checking this one is alive) hung up: nothing to answer
+                return
             try:
                 reply = owner.answer(json.loads(line))
             except Exception as exc:  # never take the server down; the client falls back
                 reply = {"fallback": True, "why": f"{type(exc).__name__}: {exc}"}
-            self.wfile.write(json.dumps(reply, ensure_ascii=False).encode() + b"\n")
+            try:
+                self.wfile.write(json.dumps(reply, ensure_ascii=False).encode() + b"\n")
+                self.wfile.flush()
+            except OSError:  # the client left before the answer (Ctrl-C, its timeout): it searches in-process
+                pass
 
     return Handler
 

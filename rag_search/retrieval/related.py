@@ -14,7 +14,8 @@ from rag_search.store.vectors import as_blob, fetch_vectors
 NEIGHBOURS = 200  # chunk neighbours fetched before grouping by item
 
 
-def related_items(store: Store, item_id: int, top_k: int = 10) -> dict[str, Any]:
+def related_items(store: Store, item_id: int, top_k: int = 10, collection_ids: tuple[int, ...] = ()) -> dict[str, Any]:
+    """Similar items (of the collections `collection_ids`, inside the KNN; all when empty), links and backlinks."""
     with store.lock:
         conn = store.conn
         chunk_ids = [r[0] for r in conn.execute("SELECT id FROM chunks WHERE item_id = ?", (item_id,))]
@@ -24,9 +25,10 @@ def related_items(store: Store, item_id: int, top_k: int = 10) -> dict[str, Any]
         if vecs:
             centre = np.mean(np.stack(list(vecs.values())), axis=0)
             centre /= np.linalg.norm(centre) or 1.0
+            only = f" AND v.collection_id IN ({','.join('?' * len(collection_ids))})" if collection_ids else ""
             rows = conn.execute(
                 "SELECT v.chunk_id, v.distance, c.item_id FROM chunk_vec v JOIN chunks c ON c.id = v.chunk_id "
-                "WHERE v.embedding MATCH ? AND k = ?", (as_blob(centre), NEIGHBOURS)).fetchall()
+                f"WHERE v.embedding MATCH ? AND k = ?{only}", (as_blob(centre), NEIGHBOURS, *collection_ids)).fetchall()
             best: dict[int, float] = {}
             for _, dist, other in sorted(rows, key=lambda r: r[1]):
                 if other != item_id and other not in best:
