@@ -166,7 +166,10 @@ def _log_query(tool: str, arguments: dict, result: Any, started: float, error: s
                 answer = json.loads(content[0].text)
             except ValueError:
                 pass
-    _queries.record(users.current().name, tool, arguments, answer, started, failed)
+    try:
+        _queries.record(users.current().name, tool, arguments, answer, started, failed)
+    except Exception:  # noqa: BLE001 - a full disk must not cost the caller its answer
+        logging.getLogger(__name__).exception("could not write the query log %s", _queries.file)
 
 
 def compact_result(result: Any) -> Any:

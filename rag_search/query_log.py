@@ -75,7 +75,8 @@ def hit_keys(answer: Any, depth: int = 0) -> list[str]:
     if not isinstance(answer, dict) or depth > 2:
         return keys
     for name in HIT_LISTS:
-        for entry in answer.get(name) or []:
+        entries = answer.get(name)
+        for entry in entries if isinstance(entries, list) else ():
             if isinstance(entry, dict) and isinstance(entry.get("key"), str):
                 keys.append(entry["key"])
             else:
