@@ -98,6 +98,7 @@ class SearchSocket:
 
 class _Server(socketserver.ThreadingUnixStreamServer):
     daemon_threads = True
+    request_queue_size = 64  # searches and other servers' checks arriving at once wait, not fail
 
 
 def _handler(owner: SearchSocket):
@@ -120,6 +121,8 @@ def _handler(owner: SearchSocket):
 
 
 def _alive(path: Path) -> bool:
+    """Whether a server listens on the socket file: only a refused connection means no one (a stale file); one
+    that is busy (its queue full, slow to accept) is alive and keeps its socket."""
     if not path.exists():
         return False
     probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -127,8 +130,10 @@ def _alive(path: Path) -> bool:
     try:
         probe.connect(str(path))
         return True
-    except OSError:
+    except (ConnectionRefusedError, FileNotFoundError):
         return False
+    except OSError:
+        return True
     finally:
         probe.close()
 
