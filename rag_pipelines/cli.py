@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import click
@@ -208,17 +209,22 @@ def index_all(app: App, force: bool, as_json: bool):
 @pass_app
 def watch(app: App, collections: tuple[str, ...], debounce: float):
     """Index changes seconds after files are saved (near-real-time; Ctrl-C or SIGTERM to stop)."""
+    from rag_pipelines.indexing.stop_signals import stop_on_signals
     from rag_pipelines.indexing.watch import watch_collections
 
     # Started in the background by a script, SIGINT is ignored, and Dagster points SIGTERM at SIGINT's handler at
     # every run: `kill` would be ignored too. Either signal stops the watcher (through its cleanup).
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, signal.default_int_handler)
+    stop = threading.Event()  # set by a signal Dagster's handler lost (see stop_signals): stops after the run
     try:
-        watch_collections(app.paths, list(collections) or None, debounce, echo=lambda m: click.echo(m, err=True))
+        with stop_on_signals(stop):
+            watch_collections(app.paths, list(collections) or None, debounce,
+                              echo=lambda m: click.echo(m, err=True), stop=stop)
     except KeyboardInterrupt:
-        click.echo("stopped watching (what was saved before is indexed; later saves are caught up on the next "
-                   "`local-rag watch` or `local-rag index`)", err=True)
+        pass
+    click.echo("stopped watching (what was saved before is indexed; later saves are caught up on the next "
+               "`local-rag watch` or `local-rag index`)", err=True)
 
 
 @click.command("ui")

@@ -123,9 +123,10 @@ async def _json(send, status: int, error: str, headers: list | None = None) -> N
     await send({"type": "http.response.body", "body": json.dumps({"error": error}).encode()})
 
 
-def secure_app(server, allowed: Allowed, keys=None):
+def secure_app(server, allowed: Allowed, keys=None, web=None):
     """The server's streamable-HTTP app behind the Host/Origin guard and, with keys (mcp_keys.KeyAuth), a key
-    check that runs each request as its user."""
+    check that runs each request as its user; with `web`, the search page (rag_search.web, which checks keys
+    itself) at every path but /mcp, behind the same guard."""
     from mcp.server.transport_security import TransportSecuritySettings
 
     security = TransportSecuritySettings(  # the SDK checks the same lists again
@@ -134,7 +135,12 @@ def secure_app(server, allowed: Allowed, keys=None):
         allowed_origins=sorted(allowed.origins),
     )
     app = server.streamable_http_app(transport_security=security)
-    return HostOriginGuard(keys(app) if keys else app, allowed)
+    app = keys(app) if keys else app
+    if web is not None:
+        from rag_search.web.mount import BesideMcp
+
+        app = BesideMcp(app, web)
+    return HostOriginGuard(app, allowed)
 
 
 def is_loopback(host: str) -> bool:

@@ -17,6 +17,7 @@ import json
 import math
 import time
 from collections import OrderedDict
+from dataclasses import dataclass, field
 from typing import Callable
 
 from rag_search import users
@@ -60,57 +61,88 @@ class Limiter:
         self._seen.pop(address, None)
 
 
-def finder(paths: Paths | None, token: str | None) -> Callable[[str], users.User | None]:
-    """key → its user: the owner for `token`, else a user of the config file at `paths`."""
-    expected = users.key_hash(token) if token else None
-
-    def find(key: str) -> users.User | None:
-        if expected and hmac.compare_digest(users.key_hash(key), expected):
-            return users.OWNER
-        return users.directory(paths).find(key) if paths is not None else None
-
-    return find
-
-
 def has_keys(paths: Paths | None, token: str | None) -> bool:
     return bool(token) or (paths is not None and bool(users.directory(paths)))
+
+
+@dataclass
+class Access:
+    """Who may use one HTTP server (its MCP endpoint and its search page alike): the users' keys and the owner's
+    `--token` (`holders`, `find`), whether any key is configured now (`keyless`), whether a keyless server is
+    open to the owner (only on loopback), and the wrong-key limiter both share (one budget per address)."""
+
+    paths: Paths | None
+    token: str | None
+    open_when_keyless: bool
+    limiter: Limiter = field(default_factory=Limiter)
+
+    def holders(self) -> list[tuple[str, users.User]]:
+        """(key hash, user) of every key that opens this server now: the owner's `--token`, then the users'."""
+        owner = [(users.key_hash(self.token), users.OWNER)] if self.token else []
+        return owner + (list(users.directory(self.paths).users.items()) if self.paths is not None else [])
+
+    def find(self, key: str) -> users.User | None:
+        """The owner for `--token`, else the user whose key this is (hashes compared in constant time)."""
+        if self.token and hmac.compare_digest(users.key_hash(key), users.key_hash(self.token)):
+            return users.OWNER
+        return users.directory(self.paths).find(key) if self.paths is not None else None
+
+    def keyless(self) -> bool:
+        return not has_keys(self.paths, self.token)
+
+    def is_open(self) -> bool:
+        """No key needed: nobody has one, and this server only listens on loopback (the owner's machine)."""
+        return self.open_when_keyless and self.keyless()
+
+    def check(self, address: str, key: str | None) -> users.User | Refusal:
+        """The user of `key` sent from `address`, or why not (wrong keys slow that address down)."""
+        wait = self.limiter.wait(address)
+        if wait:
+            seconds = math.ceil(wait)
+            return Refusal(429, f"Too many wrong keys from {address}: try again in {seconds} s.", seconds)
+        user = self.find(key) if key else None
+        if user is None:
+            if key:
+                self.limiter.failed(address)
+            return Refusal(403, WRONG_KEY if key else NO_KEY)
+        self.limiter.succeeded(address)
+        return user
+
+
+@dataclass(frozen=True)
+class Refusal:
+    status: int
+    message: str
+    retry_after: int | None = None
 
 
 class KeyAuth:
     """ASGI middleware: a request runs as the user of its key; without keys configured (and only then, on
     loopback when `open_when_keyless`) as the owner."""
 
-    def __init__(self, app, find: Callable[[str], users.User | None], keyless: Callable[[], bool],
-                 open_when_keyless: bool, limiter: Limiter | None = None):
-        self.app, self.find, self.keyless, self.open_when_keyless = app, find, keyless, open_when_keyless
-        self.limiter = limiter or Limiter()
+    def __init__(self, app, access: Access):
+        self.app, self.access = app, access
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         if scope.get("path", "").startswith("/.well-known/"):
-            return await _refuse(send, 404, "This server does not use OAuth. " + NO_KEY)
-        if self.open_when_keyless and self.keyless():
+            return await _refuse(send, Refusal(404, "This server does not use OAuth. " + NO_KEY))
+        if self.access.is_open():
             with users.acting_as(users.OWNER):
                 return await self.app(scope, receive, send)
-        address = (scope.get("client") or ("unknown",))[0]
-        wait = self.limiter.wait(address)
-        if wait:
-            seconds = math.ceil(wait)
-            return await _refuse(send, 429, f"Too many wrong keys from {address}: try again in {seconds} s.",
-                                 [(b"retry-after", str(seconds).encode())])
-        key = _bearer(scope)
-        user = self.find(key) if key else None
-        if user is None:
-            if key:
-                self.limiter.failed(address)
-            return await _refuse(send, 403, WRONG_KEY if key else NO_KEY)
-        self.limiter.succeeded(address)
+        user = self.access.check(client_address(scope), bearer(scope))
+        if isinstance(user, Refusal):
+            return await _refuse(send, user)
         with users.acting_as(user):
             await self.app(scope, receive, send)
 
 
-def _bearer(scope) -> str | None:
+def client_address(scope) -> str:
+    return (scope.get("client") or ("unknown",))[0]
+
+
+def bearer(scope) -> str | None:
     for name, value in scope.get("headers") or []:
         if name == b"authorization":
             scheme, _, key = value.decode("latin-1").strip().partition(" ")
@@ -119,8 +151,9 @@ def _bearer(scope) -> str | None:
     return None
 
 
-async def _refuse(send, status: int, message: str, headers: list | None = None) -> None:
-    body = {"jsonrpc": "2.0", "id": None, "error": {"code": AUTH_ERROR, "message": message}}
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), *(headers or [])]})
+async def _refuse(send, refusal: Refusal) -> None:
+    body = {"jsonrpc": "2.0", "id": None, "error": {"code": AUTH_ERROR, "message": refusal.message}}
+    retry = [(b"retry-after", str(refusal.retry_after).encode())] if refusal.retry_after else []
+    await send({"type": "http.response.start", "status": refusal.status,
+                "headers": [(b"content-type", b"application/json"), *retry]})
     await send({"type": "http.response.body", "body": json.dumps(body).encode()})

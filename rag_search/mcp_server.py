@@ -325,23 +325,30 @@ def serve_stdio() -> None:
 
 def http_app(host: str = "127.0.0.1", port: int = 8765, token: str | None = None,
              allow_hosts: tuple[str, ...] | list[str] = (), allow_origins: tuple[str, ...] | list[str] = (),
-             tls: bool = False, paths: Paths | None = None):
+             tls: bool = False, paths: Paths | None = None, web=None, access: mcp_keys.Access | None = None):
     """The streamable-HTTP ASGI app: Host and Origin checked (DNS rebinding, browsers), each request run as the
-    user of its key (mcp_keys; open to the owner only on loopback while no key is configured)."""
+    user of its key (mcp_keys; open to the owner only on loopback while no key is configured). `web`: the search
+    page's app (mount.page_for, given the same `access`), served at every path but /mcp."""
     paths = paths or (_context.paths if _context is not None else Paths.from_env())
-    keys = partial(mcp_keys.KeyAuth, find=mcp_keys.finder(paths, token),
-                   keyless=lambda: not mcp_keys.has_keys(paths, token),
-                   open_when_keyless=mcp_http.is_loopback(host))
+    access = access or mcp_keys.Access(paths, token, mcp_http.is_loopback(host))
     allowed = mcp_http.Allowed.for_server(host, port, allow_hosts, allow_origins, tls)
-    return mcp_http.secure_app(build_server(), allowed, keys)
+    return mcp_http.secure_app(build_server(), allowed, partial(mcp_keys.KeyAuth, access=access), web)
 
 
 def serve_http(host: str, port: int, token: str | None, allow_hosts: tuple[str, ...] | list[str] = (),
                allow_origins: tuple[str, ...] | list[str] = (), tls: tuple[str, str] | None = None,
-               paths: Paths | None = None) -> None:
+               paths: Paths | None = None, page: bool = True) -> None:
+    """Serve MCP at /mcp and (with `page`) the search page at /, both behind the same keys."""
     paths = paths or (_context.paths if _context is not None else Paths.from_env())
     mcp_http.check_exposure(host, mcp_keys.has_keys(paths, token))
-    mcp_http.run(http_app(host, port, token, allow_hosts, allow_origins, tls is not None, paths), host, port, tls)
+    access = mcp_keys.Access(paths, token, mcp_http.is_loopback(host))
+    web = None
+    if page:
+        from rag_search.web.mount import page_for
+
+        web = page_for(open_context(paths), access, paths)
+    app = http_app(host, port, token, allow_hosts, allow_origins, tls is not None, paths, web, access)
+    mcp_http.run(app, host, port, tls)
 
 
 def watch_stats(paths: Paths) -> dict[str, Any]:

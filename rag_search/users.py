@@ -57,6 +57,9 @@ def key_hash(key: str) -> str:
 
 
 def valid_name(name: str) -> str:
+    if name.lower() == OWNER.name:
+        raise ConfigError(f"'{name}' cannot be a user name: it is the server's owner's (the query log and the search "
+                          "page name the owner so). Choose another name.")
     if not NAME.fullmatch(name):
         raise ConfigError(f"'{name[:70]}' cannot be a user name: use 1-64 letters, digits, '.', '_' or '-', "
                           "starting with a letter or digit.")

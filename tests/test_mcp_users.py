@@ -17,7 +17,7 @@ from functools import partial
 
 import httpx
 import pytest
-from household import (GRANTS, HOUSEHOLD, RESOURCES, build_index, leaks, probe_calls, start_server,
+from household import (GRANTS, HOUSEHOLD, OWN_WORDS, RESOURCES, build_index, leaks, probe_calls, start_server,
                        write_config)
 
 PER_TOOL = 50  # in-process probe: every tool, resource and tools/list this many times per user
@@ -269,3 +269,43 @@ def test_ssl_context_refuses_another_certificate(household, tmp_path):
     assert other.fingerprint != server.fingerprint
     with pytest.raises(httpx.ConnectError):
         httpx.post(server.url, json={}, verify=ssl.create_default_context(cafile=str(other.cert)))
+
+
+# -- the search page at / of the same server ---------------------------------------------------------
+
+def _page(server, address: str) -> httpx.Client:
+    return httpx.Client(base_url=server.url.removesuffix("/mcp"), follow_redirects=False, transport=httpx.HTTPTransport(
+        verify=server.ssl_context(), local_address=address))  # an address of its own: its own wrong-key budget
+
+
+def test_the_search_page_signs_people_in_with_their_key_and_shows_only_their_collections(household):
+    _, keys, server = household
+    assert "/login" in _page(server, "127.0.0.5").get("/?q=garden").headers["location"]
+    words = [w for ws in OWN_WORDS.values() for w in ws] + ["tomatoes", "holidays", "salaries"]
+    asks = [("/", {"q": w}) for w in words] + [("/results", {"q": w, "collection": c}) for w in words[:4]
+                                               for c in HOUSEHOLD] + \
+        [(f"/item/{i}", {}) for i in range(1, 16)] + [("/status", {})]
+    for user in ("ann", "bob"):
+        page = _page(server, "127.0.0.5")
+        assert page.post("/login", data={"key": keys[user], "next": "/"}).status_code == 303
+        shown = ""
+        for path, params in asks:
+            answer = page.get(path, params=params)
+            assert answer.status_code in (200, 400, 404), (user, path, params, answer.status_code)
+            assert not leaks(answer.text, params, user), (user, path, params, leaks(answer.text, params, user))
+            shown += answer.text if answer.status_code == 200 else ""
+        assert all(coll in shown for coll in GRANTS[user]) and "tomatoes" in shown.lower(), user
+        bearer = _page(server, "127.0.0.5").get("/?q=zeppelin", headers={"Authorization": f"Bearer {keys[user]}"})
+        assert bearer.status_code == 200 and not leaks(bearer.text, {"q": "zeppelin"}, user)
+
+
+def test_wrong_keys_on_the_login_page_count_against_the_address_as_on_mcp(household):
+    _, keys, server = household
+    page = _page(server, "127.0.0.6")
+    tries = [page.post("/login", data={"key": f"lrag_guess{i}"}) for i in range(8)]
+    assert [r.status_code for r in tries] == [401] * 6 + [429] * 2  # 5 free, the 6th makes it wait
+    assert "not a key of this server" in tries[0].text and "try again in 1 s" in tries[6].text
+    assert page.post("/login", data={"key": keys["ann"]}).status_code == 429  # unchecked while it waits
+    mcp = page.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "initialize"},
+                    headers={"Authorization": f"Bearer {keys['ann']}"})
+    assert mcp.status_code == 429  # one budget for the page and MCP

@@ -74,6 +74,7 @@ def test_users_key_grant_revoke_remove(home):
 def test_users_refuses_a_bad_name_a_duplicate_and_an_unknown_user_and_leaves_the_file(home):
     before = home.config.read_text()
     for args, said in [(("add", "a b"), "cannot be a user name"), (("add", "old"), "exists"),
+                       (("add", "Owner"), "it is the server's owner's"),  # the page and the query log name the owner so
                        (("key", "nobody"), "No user 'nobody'"), (("remove", "nobody"), "users: old")]:
         out = CliRunner().invoke(cli, ["users", *args])
         assert out.exit_code != 0 and said in out.output, (args, out.output)

@@ -1,4 +1,4 @@
-"""The `local-rag` command: search, look after the index, index sources, serve MCP."""
+"""The `local-rag` command: search, look after the index, index sources, serve MCP and the search page."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from rag_search.cli.context import RagGroup
 from rag_search.cli.search_cmd import search
 from rag_search.cli.serve_cmd import serve
 from rag_search.cli.users_cmd import users_group
+from rag_search.cli.web_cmd import web
 
 
 class LocalRag(RagGroup):
@@ -46,3 +47,4 @@ cli.add_command(admin.reembed)
 cli.add_command(admin.compact)
 cli.add_command(serve)
 cli.add_command(users_group)
+cli.add_command(web)

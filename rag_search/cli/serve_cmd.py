@@ -1,4 +1,5 @@
-"""`local-rag serve`: the MCP server over stdio (Claude Desktop / Claude Code) or streamable HTTP (with TLS, keys)."""
+"""`local-rag serve`: the MCP server over stdio (Claude Desktop / Claude Code) or streamable HTTP (with TLS, keys,
+and the search page at /)."""
 
 from __future__ import annotations
 
@@ -33,7 +34,8 @@ DEFAULT_PORT = 8765
 @pass_app
 def serve(app: App, http: bool, port: int | None, host: str, tls: bool, tls_cert: str | None, tls_key: str | None,
           token: str | None, allow_hosts: tuple[str, ...], allow_origins: tuple[str, ...]):
-    """Run the MCP server: stdio by default (what Claude launches), or HTTP with --http / --port."""
+    """Run the MCP server: stdio by default (what Claude launches), or HTTP with --http / --port (and the search
+    page at /)."""
     from rag_search import mcp_server
     from rag_search.cli.search_socket import SearchSocket
 
@@ -68,7 +70,8 @@ def _serve_http(app: App, host: str, port: int, tls: bool, tls_cert: str | None,
     cert = _certificate(app, host, hosts, tls_cert, tls_key) if tls else None
     scheme = "https" if cert else "http"
     say = lambda line: click.echo(line, err=True)  # noqa: E731 - stdout stays clean
-    say(f"local-rag MCP server on {scheme}://{_url_host(host)}:{port}/mcp (streamable HTTP)")
+    say(f"local-rag MCP server on {scheme}://{_url_host(host)}:{port}/mcp (streamable HTTP); search page on "
+        f"{scheme}://{_url_host(host)}:{port}/")
     if cert:
         for line in _tls_lines(cert):
             say(line)

@@ -136,7 +136,7 @@ DEFAULT_WEIGHTS = {"fused": 2.664, "bm25": 1.42, "cosine": 0.666, "coverage": 1.
 def tokens(text: str) -> list[str]:
     """Lower-case words, runs of unspaced script (Chinese, Japanese) as their bigrams (rag_search.cjk)."""
     words = _WORD.findall(text.lower())
-    if not any(cjk.has_cjk(w) for w in words):
+    if not cjk.has_cjk(text):  # one scan of the text, not one per word
         return words
     return [g for w in words for piece, is_cjk in cjk.split_runs(w) for g in (cjk.grams(piece) if is_cjk else [piece])]
 

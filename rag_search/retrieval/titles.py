@@ -13,7 +13,6 @@ retrievers.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from dataclasses import dataclass
@@ -23,7 +22,9 @@ from rag_search.names import MAX_NAMES
 from rag_search.retrieval.filters import SqlFilter
 from rag_search.retrieval.keyword import ITEMS, STOPWORDS, Term, _df, match_expression
 
-NAME_ROWS = 300  # name rows read per query, best BM25 first
+NAME_ROWS = 100  # name rows read per query for the rarer query words, best BM25 first
+EXACT_ROWS = 20  # name rows holding the whole query as a phrase (exact names)
+COMMON_SHARE, COMMON_FLOOR = 0.05, 50  # a word in more items than this share (and this many) searches no names
 MIN_COVERAGE = 0.5  # share of a name's words the query must hold
 MIN_SCORE = 0.25  # weaker matches (a name of one common word of a long question) are no evidence
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -45,22 +46,18 @@ class NameMatch:
 def search(conn: Any, query: str, terms: list[Term], where: SqlFilter, limit: int, n_items: int,
            df_cache: dict[str, int]) -> list[NameMatch]:
     """Best name match per item, best first; at most `limit` items."""
-    expression = match_expression(terms)
-    if not expression:
+    if not terms:
         return []
-    cond = "" if where.empty else (
-        " AND EXISTS (SELECT 1 FROM chunks c JOIN items i ON i.id = c.item_id "
-        f"WHERE c.item_id = item_names.rowid / {MAX_NAMES} AND {where.sql})")
-    rows = conn.execute(f"SELECT rowid, name FROM item_names WHERE item_names MATCH ?{cond} ORDER BY rank LIMIT ?",
-                        (expression, *where.params, NAME_ROWS)).fetchall()
+    df = {t: _df(conn, t, df_cache, ITEMS) for t in terms}
+    idf = {t: math.log(1 + n_items / max(n, 1)) for t, n in df.items()}
+    common = max(COMMON_SHARE * n_items, COMMON_FLOOR)
+    rows = _candidates(conn, terms, [t for t in terms if df[t] <= common], where)
     if not rows:
         return []
-    idf = {t: math.log(1 + n_items / max(_df(conn, t, df_cache, ITEMS), 1)) for t in terms}
-    total = sum(idf.values()) or 1.0
-    held = _terms_held(conn, [r[0] for r in rows], terms)
-    plain_query, best = _plain(query), {}
+    stems = _stems(conn, {**{-(n + 1): t.text for n, t in enumerate(terms)}, **dict(rows)})
+    total, plain_query, best = sum(idf.values()) or 1.0, _plain(query), {}
     for rowid, name in rows:
-        mine = [t for t in terms if rowid in held[t]]
+        mine = [t for n, t in enumerate(terms) if _holds(stems.get(rowid, []), stems.get(-(n + 1), []))]
         words = _words(name)
         if not mine or not words:
             continue
@@ -75,11 +72,38 @@ def search(conn: Any, query: str, terms: list[Term], where: SqlFilter, limit: in
     return sorted(strong, key=lambda m: (-m.score, m.item_id))[:limit]
 
 
-def _terms_held(conn: Any, rowids: list[int], terms: list[Term]) -> dict[Term, set[int]]:
-    """Which of these name rows each term matches (the index's tokenizer decides, stemming included)."""
-    ids = json.dumps(rowids)
-    return {t: {r[0] for r in conn.execute("SELECT rowid FROM item_names WHERE item_names MATCH ? AND rowid IN "
-                                           "(SELECT value FROM json_each(?))", (t.fts(), ids))} for t in terms}
+def _candidates(conn: Any, terms: list[Term], rare: list[Term], where: SqlFilter) -> list[tuple[int, str]]:
+    """Name rows to score: those holding the whole query as a phrase (an exact name, however common its words), and
+    the best BM25 rows for the query's rarer words (a name of common words alone carries little of the query)."""
+    cond = "" if where.empty else (
+        " AND EXISTS (SELECT 1 FROM chunks c JOIN items i ON i.id = c.item_id "
+        f"WHERE c.item_id = item_names.rowid / {MAX_NAMES} AND {where.sql})")
+    sql = f"SELECT rowid, name FROM item_names WHERE item_names MATCH ?{cond}"
+    phrase = '"' + " ".join(t.text for t in terms).replace('"', '""') + '"'
+    rows = dict(conn.execute(f"{sql} LIMIT ?", (phrase, *where.params, EXACT_ROWS)).fetchall())
+    if rare:
+        rows.update(conn.execute(f"{sql} ORDER BY rank LIMIT ?",
+                                 (match_expression(rare), *where.params, NAME_ROWS)).fetchall())
+    return list(rows.items())
+
+
+def _stems(conn: Any, texts: dict[int, str]) -> dict[int, list[str]]:
+    """Each text's tokens as the index stems them (porter unicode61), in order, read back through fts5vocab from a
+    TEMP table of this connection: exactly what MATCH compares, without a statement per term and name."""
+    conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.name_probe USING fts5(name, tokenize='porter unicode61')")
+    conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.name_probe_vocab USING fts5vocab('name_probe', 'instance')")
+    conn.execute("DELETE FROM temp.name_probe")
+    conn.executemany("INSERT INTO temp.name_probe(rowid, name) VALUES (?, ?)", texts.items())
+    out: dict[int, list[str]] = {}
+    for term, doc in conn.execute("SELECT term, doc FROM temp.name_probe_vocab ORDER BY doc, offset"):
+        out.setdefault(doc, []).append(term)
+    return out
+
+
+def _holds(name_stems: list[str], term_stems: list[str]) -> bool:
+    """The name holds the term: its stems in sequence (a phrase of several words, or one word)."""
+    n = len(term_stems)
+    return n > 0 and any(name_stems[i:i + n] == term_stems for i in range(len(name_stems) - n + 1))
 
 
 def _words(name: str) -> list[str]:
