@@ -45,7 +45,7 @@ async def probe(server, key: str, per_tool: int) -> list[tuple[str, dict, str, b
                 for tool, calls in probe_calls(per_tool).items():
                     for args in calls:
                         t0 = time.perf_counter()
-                        r = await s.call_tool(tool, args)
+                        r = await s.call_tool(tool.split(" ")[0], args)
                         out.append((tool, args, " ".join(c.text for c in r.content), r.is_error,
                                     time.perf_counter() - t0))
                 for i in range(per_tool * 2):

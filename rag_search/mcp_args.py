@@ -8,9 +8,9 @@ pydantic's report, and never echoes the value (a 1 MB query came back whole).
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rag_search import bounds
 from rag_search.errors import quote
@@ -25,6 +25,22 @@ DateText = Annotated[str, Field(max_length=bounds.MAX_DATE_CHARS)]
 TopK = Annotated[int, Field(ge=1, le=bounds.MAX_TOP_K)]
 Days = Annotated[int, Field(ge=1, le=bounds.MAX_DAYS)]
 Metadata = Annotated[dict[Text, Text | Texts], Field(max_length=bounds.MAX_FILTER_VALUES)]
+Queries = Annotated[list[Query], Field(min_length=1, max_length=bounds.MAX_BATCH_QUERIES)]
+Intent = Annotated[str, Field(max_length=bounds.MAX_INTENT_CHARS)]
+MinScore = Annotated[float, Field(ge=0, le=1)]
+Span = Annotated[int, Field(ge=0, le=bounds.MAX_CONTEXT_CHUNKS)]  # chunks before or after a hit
+ChunkIndex = Annotated[int, Field(ge=0, le=10_000_000)]
+
+
+class SubSearch(BaseModel):
+    """One typed sub-query of a query plan."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"maxProperties": 2})
+    type: Literal["keyword", "semantic"]
+    query: Annotated[str, Field(min_length=1, max_length=bounds.MAX_SUBQUERY_CHARS)]
+
+
+Searches = Annotated[list[SubSearch], Field(max_length=bounds.MAX_SUBQUERIES)]
 
 ANY_METADATA_VALUE: dict[str, Any] = {"anyOf": [  # the schema of one metadata value (mcp_metadata.py)
     {"type": "string", "maxLength": bounds.MAX_VALUE_CHARS},

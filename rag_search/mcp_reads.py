@@ -11,13 +11,13 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from rag_search import mcp_guard, mcp_metadata, users
+from rag_search import mcp_guard, mcp_metadata, mcp_search, users
 from rag_search.config import Paths
 from rag_search.errors import RagError
 from rag_search.mcp_metadata import metadata_schema
 from rag_search.people import resolve_filters
 from rag_search.records import Hit
-from rag_search.retrieval import Filters, SearchRequest, parse_date
+from rag_search.retrieval import Filters, parse_date
 from rag_search.retrieval.filters import build_where
 from rag_search.retrieval.related import related_items
 from rag_search.store import Store, reads
@@ -28,7 +28,12 @@ if TYPE_CHECKING:
 OUTPUT_BUDGET_TOKENS = 8_000  # Claude Code rejects tool output over 25,000 tokens
 CHARS_PER_TOKEN = 4
 ECHO_CHARS = 200  # of the query, in a search's answer (the client has the rest)
-REFERENCE_FIELDS = ("title", "source", "item_id", "heading", "page", "timestamp", "score")
+REFERENCE_FIELDS = ("title", "source", "item_id", "chunk_index", "heading", "page", "timestamp", "score", "relevance",
+                    "stale")
+# A batch answers for several calls: twice the budget of one (still under the 25,000 tokens Claude Code takes),
+# shared by its queries; each keeps at least MIN_SHARE_TOKENS (room for ten hits as references).
+BATCH_BUDGET_TOKENS = 16_000
+MIN_SHARE_TOKENS = 800
 
 
 def empty_index(paths: Paths) -> str:
@@ -44,36 +49,80 @@ def empty_index(paths: Paths) -> str:
             "`local-rag index project NAME PATH` in a terminal.")
 
 
-def search_tool(ctx: RagContext, query: str, collection: str | None = None, collections: list[str] | None = None,
-                top_k: int | None = None, mode: str = "hybrid", source_type: str | list[str] | None = None,
-                date_from: str | None = None, date_to: str | None = None, author: str | None = None,
-                participants: list[str] | None = None, tags: list[str] | None = None,
-                path_prefix: str | None = None, metadata: dict[str, Any] | None = None,
-                days: int | None = None, chunks: bool = False) -> dict[str, Any]:
+def search_filters(ctx: RagContext, collection: str | None = None, collections: list[str] | None = None,
+                   source_type: str | list[str] | None = None, date_from: str | None = None,
+                   date_to: str | None = None, author: str | None = None, participants: list[str] | None = None,
+                   tags: list[str] | None = None, path_prefix: str | None = None,
+                   metadata: dict[str, Any] | None = None, days: int | None = None) -> tuple[Filters | None, str | None]:
+    """A search's filters (None: every collection asked for is one this client may not read) and a note on the
+    collections left out."""
     if days is not None:
         date_from = date_from or f"{days}d"
     named = tuple(dict.fromkeys(([collection] if collection else []) + list(collections or [])))
     names, left_out = _scope(ctx, named)
     if names == ():
-        return {"hits": [], "note": left_out}
+        return None, left_out
     types = (source_type,) if isinstance(source_type, str) else tuple(source_type or ())
     filters = Filters(collections=names or (), source_types=types, date_from=parse_date(date_from),
                       date_to=parse_date(date_to, end=True), author=author, participants=tuple(participants or ()),
                       tags=tuple(tags or ()), path_prefix=path_prefix, metadata=dict(metadata or {}))
-    filters = resolve_filters(filters, ctx.people)
-    result = ctx.engine.search(SearchRequest(query, top_k=top_k, mode=mode, filters=filters,  # type: ignore[arg-type]
-                                             chunks=chunks))
-    if result.chunks_in_index == 0:
+    return resolve_filters(filters, ctx.people), left_out
+
+
+def search_tool(ctx: RagContext, query: str | None = None, collection: str | None = None,
+                collections: list[str] | None = None, top_k: int | None = None, mode: str = "hybrid",
+                source_type: str | list[str] | None = None, date_from: str | None = None, date_to: str | None = None,
+                author: str | None = None, participants: list[str] | None = None, tags: list[str] | None = None,
+                path_prefix: str | None = None, metadata: dict[str, Any] | None = None, days: int | None = None,
+                chunks: bool = False, searches: list[Any] | None = None, intent: str | None = None,
+                min_score: float | None = None) -> dict[str, Any]:
+    plan = mcp_search.plan_of(query, mode, searches, intent)
+    filters, left_out = search_filters(ctx, collection, collections, source_type, date_from, date_to, author,
+                                       participants, tags, path_prefix, metadata, days)
+    if filters is None:
+        return {"hits": [], "note": left_out}
+    hits, in_scope = mcp_search.found(ctx, query, mode, filters, top_k, chunks, plan)
+    hits, note = mcp_search.kept(hits, min_score)
+    label = query if query and query.strip() else plan.searches[0].text if plan else ""
+    return search_answer(ctx, label, mode, hits, in_scope, note, left_out) | (
+        {"searches": len(plan.runs())} if plan else {})
+
+
+def batch_search_tool(ctx: RagContext, queries: list[str], collection: str | None = None,
+                      collections: list[str] | None = None, top_k: int | None = None, mode: str = "hybrid",
+                      source_type: str | list[str] | None = None, date_from: str | None = None,
+                      date_to: str | None = None, author: str | None = None, participants: list[str] | None = None,
+                      tags: list[str] | None = None, path_prefix: str | None = None,
+                      metadata: dict[str, Any] | None = None, days: int | None = None, chunks: bool = False,
+                      min_score: float | None = None) -> dict[str, Any]:
+    """Each query's answer as rag_search gives it (same filters), within a share of the output budget each."""
+    filters, left_out = search_filters(ctx, collection, collections, source_type, date_from, date_to, author,
+                                       participants, tags, path_prefix, metadata, days)
+    if filters is None:
+        return {"results": [], "note": left_out}
+    budget = min(max(BATCH_BUDGET_TOKENS // max(len(queries), 1), MIN_SHARE_TOKENS), OUTPUT_BUDGET_TOKENS)
+
+    def answer(query: str, hits: list[Hit], in_scope: int, note: str | None) -> dict[str, Any]:
+        return search_answer(ctx, query, mode, hits, in_scope, note, None, budget)
+
+    results = mcp_search.batch(ctx, queries, mode, filters, top_k, chunks, min_score, answer)
+    return {"results": results} | ({"note": left_out} if left_out else {})
+
+
+def search_answer(ctx: RagContext, query: str, mode: str, hits: list[Hit], in_scope: int, note: str | None,
+                  left_out: str | None, budget_tokens: int = OUTPUT_BUDGET_TOKENS) -> dict[str, Any]:
+    """What a search answers: the hits within the output budget, and notes (why none, what was left out)."""
+    if in_scope == 0:
         if not reads.list_collections(ctx.store):
             raise RagError(empty_index(ctx.paths))
         return {"hits": [], "note": _join("Nothing is indexed in these collections yet.", left_out)}
-    hits, note = budget_hits(result.hits)
+    dicts, budget_note = budget_hits(hits, budget_tokens)
     echo = query if len(query) <= ECHO_CHARS else query[:ECHO_CHARS] + "..."
-    out: dict[str, Any] = {"query": echo, "mode": mode, "hits": hits}
-    if not hits:
+    out: dict[str, Any] = {"query": echo, "mode": mode, "hits": dicts}
+    if not dicts and not note:
         note = "No matches. Try other words, mode='semantic', or fewer filters."
-    if note or left_out:
-        out["note"] = _join(note, left_out)
+    if note or budget_note or left_out:
+        out["note"] = _join(note, budget_note, left_out)
     return out
 
 
@@ -151,6 +200,7 @@ def _hit_dict(hit: Hit) -> dict:
          "key": hit.key, "item_id": hit.item_id, "chunk_index": hit.chunk_index,
          "heading": " > ".join(hit.heading_path) or None, "page": hit.page, "timestamp": hit.to_dict()["timestamp"],
          "author": hit.author, "tags": list(hit.tags), "score": round(hit.score, 5),
+         "relevance": None if hit.relevance is None else round(hit.relevance, 3), "stale": hit.stale,
          "also_matches": hit.also_matches()}
     return {k: v for k, v in d.items() if v not in (None, [])}  # compact: what is unknown is left out
 
@@ -201,6 +251,17 @@ def get_document(ctx: RagContext, path_or_id: str, collection: str | None) -> di
         item_id, coll = reads.find_item(ctx.store, path_or_id, collection, _within(ctx, scope, collection))
         mcp_guard.check_read(scope.refused, coll)
         return reads.get_document(ctx.store, f"item:{item_id}")
+
+
+def context_tool(ctx: RagContext, path_or_id: str, chunk_index: int, before: int, after: int) -> dict:
+    """rag_context: the passages around a hit, in an item found as rag_get_document finds it (only in the
+    collections the caller may read)."""
+    scope = mcp_guard.scope(ctx.paths)
+    with ctx.store.lock:
+        item_id, coll = reads.find_item(ctx.store, path_or_id, None, _within(ctx, scope, None))
+        mcp_guard.check_read(scope.refused, coll)
+    return mcp_search.context(ctx, item_id, coll, chunk_index, before, after,
+                              OUTPUT_BUDGET_TOKENS * CHARS_PER_TOKEN)
 
 
 def related(ctx: RagContext, path_or_id: str, top_k: int) -> dict:

@@ -30,6 +30,15 @@ PARAMETERS: dict[str, str] = {
     "path_prefix": "Only items whose path (or key in its collection) starts with this, e.g. ~/Notes/Work/.",
     "metadata": "Metadata filters: {key: value or list of values} (ingestion://metadata lists keys and values).",
     "chunks": "true: one result per matching passage instead of one per item.",
+    "searches": "Sub-queries: keyword (exact words, names) or semantic (meaning), fused into one list.",
+    "intent": "What the user is after, in a sentence (with searches).",
+    "min_score": "Leave out hits with a lower relevance (0..1, one scale for all queries; 0.5 drops most off-topic hits).",
+    "queries": "The queries (each as rag_search's query).",
+    "rag_batch_search.top_k": "How many results per query.",
+    "rag_context.path_or_id": "The hit's item_id.",
+    "chunk_index": "The hit's chunk_index.",
+    "before": "Chunks before the hit.",
+    "after": "Chunks after the hit.",
     "path_or_id": "An item id, key or source path from search results.",
     "rag_get_document.collection": "The item's collection, when the key is in several.",
     "rag_collection_info.collection": "The collection's name.",
@@ -64,14 +73,32 @@ def compact_property(schema: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def inline_refs(node: Any, defs: dict[str, Any]) -> Any:
+    """A schema with each "$ref" to its $defs entry written in place (an object's properties compacted), so a
+    model reads a sub-query's fields where it is used."""
+    if isinstance(node, list):
+        return [inline_refs(v, defs) for v in node]
+    if not isinstance(node, dict):
+        return node
+    if str(node.get("$ref", "")).startswith("#/$defs/"):
+        target = defs[node["$ref"].rsplit("/", 1)[1]]
+        node = {**{k: v for k, v in target.items() if k not in ("title", "description")},
+                **{k: v for k, v in node.items() if k != "$ref"}}
+    out = {k: inline_refs(v, defs) for k, v in node.items() if k != "properties"}
+    if isinstance(node.get("properties"), dict):
+        out["properties"] = {n: compact_property(inline_refs(p, defs)) for n, p in node["properties"].items()}
+    return out
+
+
 def compact_parameters(tool: str, schema: dict[str, Any]) -> dict[str, Any]:
     """A tool's input schema: compact properties, each with its one-line description."""
     props = {}
+    defs = schema.get("$defs", {})
     for name, prop in schema.get("properties", {}).items():
-        prop = compact_property(prop)
+        prop = compact_property(inline_refs(prop, defs))
         text = describe(tool, name)
         props[name] = {**prop, "description": text} if text and "description" not in prop else prop
-    out = {k: v for k, v in schema.items() if k not in ("title", "properties")}
+    out = {k: v for k, v in schema.items() if k not in ("title", "properties", "$defs")}
     return {"type": out.pop("type", "object"), "properties": props, **out}
 
 

@@ -31,7 +31,8 @@ from rag_search.config import Paths, Settings, load_settings
 from rag_search.embedders import Embedder, load_embedder
 from rag_search.embedders.warming import Warming
 from rag_search.errors import EmbedderMismatch, RagError
-from rag_search.mcp_args import DateText, Days, Metadata, PathText, Query, Text, Texts, TopK, refusal
+from rag_search.mcp_args import (ChunkIndex, DateText, Days, Intent, Metadata, MinScore, PathText, Query, Queries,
+                                 Searches, Span, Text, Texts, TopK, refusal)
 from rag_search.mcp_reads import compact_json
 from rag_search.mcp_schema import compact_tools
 from rag_search.people import PeopleDirectory
@@ -45,8 +46,10 @@ READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 WRITES = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False)
 INSTRUCTIONS = (
     "local-rag searches the user's own notes, documents and files, indexed on this machine. Start with "
-    "rag_search (hybrid keyword + semantic); filter by collection, dates, tags, author or metadata; open a "
-    "whole item with rag_get_document; explore with rag_related. rag_list_collections shows what is indexed."
+    "rag_search (hybrid keyword + semantic; give searches to run your own keyword and semantic rephrasings at "
+    "once); filter by collection, dates, tags, author or metadata; read around a hit with rag_context, a whole "
+    "item with rag_get_document; explore with rag_related; several separate questions: rag_batch_search. "
+    "rag_list_collections shows what is indexed."
 )
 
 
@@ -199,20 +202,26 @@ def build_server() -> MCPServer:
     quiet_libraries()
 
     @mcp.tool(annotations=READ_ONLY)
-    async def rag_search(query: Query, collection: Text | None = None, collections: Texts | None = None,
+    async def rag_search(query: Query | None = None, collection: Text | None = None, collections: Texts | None = None,
                          top_k: TopK | None = None, mode: Literal["hybrid", "keyword", "semantic"] = "hybrid",
                          source_type: Text | Texts | None = None, date_from: DateText | None = None,
                          date_to: DateText | None = None, author: Text | None = None,
                          participants: Texts | None = None, tags: Texts | None = None,
                          path_prefix: PathText | None = None, metadata: Metadata | None = None,
-                         days: Days | None = None, chunks: bool = False) -> dict:
+                         days: Days | None = None, chunks: bool = False, searches: Searches | None = None,
+                         intent: Intent | None = None, min_score: MinScore | None = None) -> dict:
         """Search the user's indexed notes and documents (all collections unless one is named).
 
         Dates are the items' own (sent, event start, recorded). One hit per item (its best passage; also_matches
-        names its other matching sections); chunks=true: one hit per passage.
+        names its other matching sections); chunks=true: one hit per passage. A hit whose source changed or was
+        deleted since indexing says stale.
+
+        Better recall: give searches (with or instead of query): your rephrasings, synonyms, translations into the
+        notes' language, e.g. [{type: keyword, query: "kube-proxy rollback"}, {type: semantic, query: "..."}].
         """
         return await _call(mcp_reads.search_tool, _ctx(), query, collection, collections, top_k, mode, source_type,
-                           date_from, date_to, author, participants, tags, path_prefix, metadata, days, chunks)
+                           date_from, date_to, author, participants, tags, path_prefix, metadata, days, chunks,
+                           searches, intent, min_score)
 
     @mcp.tool(annotations=READ_ONLY)
     async def rag_list_collections() -> dict:
@@ -269,6 +278,19 @@ def build_server() -> MCPServer:
     async def rag_status() -> dict:
         """Overall index statistics, the index's embedder, last index time and recent failures."""
         return await _call(mcp_reads.status, _ctx())
+
+    @mcp.tool(annotations=READ_ONLY)
+    async def rag_batch_search(queries: Queries, collections: Texts | None = None, top_k: TopK | None = None,
+                               mode: Literal["hybrid", "keyword", "semantic"] = "hybrid",
+                               min_score: MinScore | None = None) -> dict:
+        """Several separate searches in one call (faster than a call each): a result per query, as rag_search's."""
+        return await _call(mcp_reads.batch_search_tool, _ctx(), queries, collections=collections, top_k=top_k,
+                           mode=mode, min_score=min_score)
+
+    @mcp.tool(annotations=READ_ONLY)
+    async def rag_context(path_or_id: PathText, chunk_index: ChunkIndex, before: Span = 2, after: Span = 2) -> dict:
+        """The passages before and after a search hit in its item."""
+        return await _call(mcp_reads.context_tool, _ctx(), path_or_id, chunk_index, before, after)
 
     compact_tools(mcp)  # one-line descriptions of every parameter, schemas without generator noise
     _resources(mcp)

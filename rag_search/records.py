@@ -118,6 +118,8 @@ class Hit:
     item_ranks: dict[str, int] = field(default_factory=dict)  # the item's rank per retriever (vector, keyword, ...)
     sections: tuple[dict[str, Any], ...] = ()  # the item's other matching chunks: chunk_index, heading, page
     rerank_score: float | None = None
+    stale: str | None = None  # "changed" | "deleted": its source differs from what was indexed (rag_search.stale)
+    relevance: float | None = None  # 0..1, comparable across queries (rag_search.retrieval.relevance)
 
     def also_matches(self) -> list[str]:
         """The other matching sections by name, each once, not the hit's own: the heading, else the page, else
@@ -148,6 +150,8 @@ class Hit:
             "keyword_rank": self.keyword_rank,
             "item_ranks": self.item_ranks,
             "rerank_score": None if self.rerank_score is None else round(self.rerank_score, 6),
+            "relevance": None if self.relevance is None else round(self.relevance, 3),
+            "stale": self.stale,
             "sections": list(self.sections),
             "snippet": self.snippet,
             "text": self.text,

@@ -145,7 +145,8 @@ def _listening(port: int) -> bool:
 
 
 def probe_calls(per_tool: int = 50) -> dict[str, list[dict]]:
-    """tool → argument sets (at least `per_tool` each), naming everything in the index, every user's included."""
+    """tool → argument sets (at least `per_tool` each), naming everything in the index, every user's included
+    ("rag_search (plan)": rag_search with query plans)."""
     colls = [*HOUSEHOLD, "no-such-collection", "BOB-WORK", "owner-diary "]
     keys = [k for items in HOUSEHOLD.values() for k, *_ in items] + list(FAILED.values())
     refs = keys + [f"/data/{c}/{k}" for c, items in HOUSEHOLD.items() for k, *_ in items] + \
@@ -175,6 +176,13 @@ def probe_calls(per_tool: int = 50) -> dict[str, list[dict]]:
                             for i in range(per_tool)],
         "rag_knowledge_stats": [{} for _ in range(per_tool)],
         "rag_status": [{} for _ in range(per_tool)],
+        "rag_batch_search": [{"queries": [next(w), next(w), next(w)], "top_k": 20, "mode": next(mo)} |
+                             ({"collections": [next(c), next(c)]} if i % 3 == 1 else {}) for i in range(per_tool)],
+        "rag_context": [{"path_or_id": next(r), "chunk_index": 0, "before": 5, "after": 5} for _ in range(per_tool)],
+        "rag_search (plan)": [{"searches": [{"type": "keyword", "query": next(w)}, {"type": "semantic",
+                                                                                   "query": next(w)}],
+                               "intent": next(w), "top_k": 20} | ({"collection": next(c)} if i % 2 else {})
+                              for i in range(per_tool)],
     }
 
 

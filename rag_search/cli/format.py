@@ -56,7 +56,8 @@ def render_hits(result: SearchResult, explain: bool = False) -> str:
         return "\n".join(lines)
     for n, hit in enumerate(result.hits, start=1):
         title = click.style(hit.title or hit.key, bold=True)
-        lines.append(f"{n}. {title}  {click.style(hit.collection, fg='cyan')} · {hit.uri}#{hit.chunk_index}")
+        stale = click.style(f"  [{hit.stale} since indexed]", fg="red") if hit.stale else ""
+        lines.append(f"{n}. {title}  {click.style(hit.collection, fg='cyan')} · {hit.uri}#{hit.chunk_index}{stale}")
         where = []
         if hit.heading_path:
             where.append(" > ".join(hit.heading_path))
@@ -82,7 +83,8 @@ def explain_ranks(hit) -> str:
     item = "  ".join(f"{name} #{rank}" for name, rank in sorted(hit.item_ranks.items())) or "-"
     chunk = f"vector #{hit.vector_rank or '-'}  keyword #{hit.keyword_rank or '-'}"
     rerank = f"  rerank {hit.rerank_score:.4f}" if hit.rerank_score is not None else ""
-    return f"item: {item} · chunk: {chunk} · fused {hit.score:.5f}{rerank}"
+    relevance = f" · relevance {hit.relevance:.2f}" if hit.relevance is not None else ""
+    return f"item: {item} · chunk: {chunk} · fused {hit.score:.5f}{rerank}{relevance}"
 
 
 def render_collections(rows: list[dict[str, Any]]) -> str:

@@ -63,6 +63,8 @@ class SearchRequest:
     filters: Filters = field(default_factory=Filters)
     chunks: bool = False  # chunk-level hits (several per item) instead of one hit per item
     rerank: bool | None = None  # None: as configured (search.reranker); False: never; True: the configured one
+    # the query's vector when the caller embedded it already (a batch of queries embedded at once): not embedded again
+    query_vector: np.ndarray | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass
@@ -265,7 +267,8 @@ class SearchEngine:
             return
         check_embedder(self.store.conn, self.embedder.id, self.embedder.dimensions, self.store.path)
         t0 = time.perf_counter()
-        qvec = self.embedder.embed_query(query)
+        given = result.request.query_vector
+        qvec = given if given is not None else self.embedder.embed_query(query)
         got.query_vector = qvec
         result.timings_ms["embed_query"] = _ms(t0)
         t0 = time.perf_counter()
