@@ -358,7 +358,7 @@ def test_arguments_past_their_bounds_are_refused_in_one_sentence(rag, user, fake
         ("rag_search", {"query": "note", "top_k": 201}, "top_k must be at most 200"),
         ("rag_search", {"query": "note", "top_k": "ten"}, "top_k: input should be a valid integer"),
         ("rag_search", {"query": "note", "mode": "fuzzy"}, "mode: input should be 'hybrid', 'keyword' or 'semantic'"),
-        ("rag_search", {"mode": "keyword"}, "rag_search: query is required."),
+        ("rag_get_document", {"collection": "notes"}, "rag_get_document: path_or_id is required."),
         ("rag_search", {"query": "note", "path_prefix": "/a\x00b"}, "path_prefix contains a NUL character"),
         ("rag_get_document", {"path_or_id": "n.md\x00/etc/passwd"}, "path_or_id contains a NUL character"),
         ("rag_get_document", {"path_or_id": "x" * 5000}, "at most 4,096"),
