@@ -119,6 +119,36 @@ class McpSettings(_Section):
     )
 
 
+class UserSettings(_Section):
+    key_sha256: str = Field(
+        ..., pattern=r"^[0-9a-f]{64}$",
+        description="SHA-256 (hex) of the user's key; `local-rag users add` writes it. The key itself is never stored.",
+    )
+    collections: list[str] = Field(
+        default_factory=list,
+        description="Collections this user may search and read over HTTP (besides those they add with rag_index).",
+    )
+    admin: bool = Field(False, description="Sees and indexes every collection, as the owner does.")
+    roots: list[str] = Field(
+        default_factory=list,
+        description="Folders under which this user's rag_index may add collections; empty = rag_index cannot add "
+                    "folders for them.",
+    )
+
+
+class ServerSettings(_Section):
+    query_log: bool | None = Field(
+        None, description="Record each query in query-log.jsonl in the home: true, false, or unset = on for the "
+                          "HTTP server, off for stdio.",
+    )
+    query_log_max_mb: float = Field(10.0, gt=0, description="Size at which the query log is rotated.")
+    query_log_files: int = Field(5, ge=1, le=100, description="Rotated query logs kept (query-log.1.jsonl ...).")
+    tls_cert: str | None = Field(
+        None, description="Certificate (PEM) for `serve --tls`; unset = a self-signed one made in the home.",
+    )
+    tls_key: str | None = Field(None, description="Private key (PEM) of tls_cert.")
+
+
 class PeopleSettings(_Section):
     file: str | None = Field(
         None, description="A people file: YAML {Person: [identifiers]} or a vCard (.vcf) export of your contacts."
@@ -210,6 +240,13 @@ class Settings(_Section):
     )
     netnewswire_db_path: str | None = Field(
         None, description="NetNewsWire account folder or DB.sqlite3: indexed as collection 'rss'."
+    )
+    server: ServerSettings = Field(
+        default_factory=ServerSettings, description="The HTTP server: query log, TLS certificate."
+    )
+    users: dict[str, UserSettings] = Field(
+        default_factory=dict,
+        description="People who reach the HTTP server with a key: {name: {key_sha256, collections, admin, roots}}.",
     )
     people: PeopleSettings = Field(
         default_factory=PeopleSettings, description="Who is who across sources: `--with ann` finds all of Ann's ids."

@@ -58,7 +58,8 @@ def refusal(tool: str, exc: ValidationError, arguments: dict[str, Any]) -> str:
     # of a union (str | list), the branch the value has the type of says what is wrong with it
     first = next((e for e in errors if not e["type"].endswith(("_type", "_parsing"))), errors[0])
     name = str(first["loc"][0]) if first["loc"] else "the arguments"
-    whose = name if first.get("input") is arguments.get(name) else f"a value in {name}"
+    whole = first["type"] == "missing" or first.get("input") is arguments.get(name)
+    whose = name if whole else f"a value in {name}"
     others = sorted({str(e["loc"][0]) for e in errors if e["loc"]} - {name})
     more = f" ({', '.join(others)}: wrong too.)" if others else ""
     return f"Error executing tool {tool}: {_sentence(whose, first)}{HINTS.get(whose, '')}{more} See the tool's input schema."

@@ -7,6 +7,9 @@ that returns items (their text, titles, metadata, failures) leaves out a collect
 pass: a run started elsewhere (the CLI, a sensor, the watcher) may have indexed what they lead to.
 Collections the user made (the config file, `local-rag index` in a terminal) are trusted as before, and so is
 one the user re-pointed from a terminal (its folders no longer resolve as the recorded ones do).
+
+`scope()` adds who is asking (users.py): a person with a key reads only the collections visible to them, and a
+collection they may not see is answered as one that does not exist (its name is never shown to them).
 """
 
 from __future__ import annotations
@@ -14,9 +17,11 @@ from __future__ import annotations
 import json
 import os
 import shlex
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Container, Iterable
 
+from rag_search import users
 from rag_search.config import Paths, load_settings
 from rag_search.errors import ConfigError, NotFound, RootRefused
 from rag_search.roots import OUTSIDE, RAG_HOME, WHOLE_HOME, refusal
@@ -68,6 +73,51 @@ def check_read(refused: dict[str, str], collection: str | None) -> None:
 def served(refused: dict[str, str], rows: Iterable[dict[str, Any]], key: str = "collection") -> list[dict[str, Any]]:
     """The rows (dicts with a collection name under `key`) of collections that are not refused."""
     return [r for r in rows if r.get(key) not in refused]
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What the caller of this request may read: not the refused collections, and for a person with a key only
+    the collections visible to them (`visible` None: every collection)."""
+
+    refused: dict[str, str]
+    visible: frozenset[str] | None = None
+
+    @property
+    def narrowed(self) -> bool:
+        return bool(self.refused) or self.visible is not None
+
+    def allows(self, collection: str | None) -> bool:
+        return collection not in self.refused and (self.visible is None or collection in self.visible)
+
+    def check(self, collection: str | None, existing: Container[str] = ()) -> None:
+        """NotFound for a collection the caller may not read: a refused one with why, one they may not see (or
+        that does not exist, when the caller sees only some) as an unknown one, naming only theirs."""
+        if collection is None:
+            return
+        if self.visible is not None and (collection not in self.visible or collection not in existing):
+            mine = sorted(n for n in self.visible if n in existing and n not in self.refused)
+            raise NotFound(f"No collection named '{collection[:200]}'. " + (
+                f"Collections you can read: {', '.join(mine)}." if mine else NO_GRANTS))
+        check_read(self.refused, collection)
+
+    def rows(self, rows: Iterable[dict[str, Any]], key: str = "collection") -> list[dict[str, Any]]:
+        """The rows (dicts with a collection name under `key`) the caller may read."""
+        return [r for r in rows if self.allows(r.get(key))]
+
+    def notes(self, existing: Iterable[str]) -> list[str]:
+        """Why collections the caller could otherwise see are left out (never naming one they may not see)."""
+        return [why for name, why in self.refused.items() if name in existing
+                and (self.visible is None or name in self.visible)]
+
+
+NO_GRANTS = ("No collections are shared with you on this server yet: ask its owner to grant you some "
+             "(users.NAME.collections in config.yaml).")
+
+
+def scope(paths: Paths) -> Scope:
+    """The Scope of the caller of the request being answered (users.current())."""
+    return Scope(refusals(paths), users.visible(paths))
 
 
 def _message(paths: Paths, name: str, folder: str, target: Path, why: str) -> str:

@@ -1,13 +1,13 @@
-"""The MCP server's HTTP transport: which Host and Origin headers it answers to, a bearer token, uvicorn.
+"""The MCP server's HTTP transport: which Host and Origin headers it answers to, keys, uvicorn (with TLS).
 
 Browsers may only talk to it from its own origins (http://127.0.0.1:PORT, http://localhost:PORT, ...) or
 configured ones; requests without an Origin (non-browser clients) are fine. The Host header must name this
 machine, which blocks DNS rebinding; a refusal says which Host was refused and how to allow it.
+Keys (mcp_keys.py) say which user a request runs as; a refused one is answered as a plain bearer-token server.
 """
 
 from __future__ import annotations
 
-import hmac
 import ipaddress
 import json
 import re
@@ -28,10 +28,11 @@ class Allowed:
     origins: frozenset[str]
 
     @classmethod
-    def for_server(cls, host: str, port: int, extra_hosts=(), extra_origins=()) -> Allowed:
+    def for_server(cls, host: str, port: int, extra_hosts=(), extra_origins=(), tls: bool = False) -> Allowed:
         own = {_bracket(n) for n in (*LOOPBACK_NAMES, *machine_names(host))}
         hosts = own | {_bracket(h) for h in extra_hosts}
-        origins = {f"http://{n}:{port}" for n in own} | ({f"http://{n}" for n in own} if port == 80 else set())
+        scheme, default = ("https", 443) if tls else ("http", 80)
+        origins = {f"{scheme}://{n}:{port}" for n in own} | ({f"{scheme}://{n}" for n in own} if port == default else set())
         return cls(frozenset(hosts), frozenset(origins | {_origin(o) for o in extra_origins}))
 
     def host_ok(self, host_header: str) -> bool:
@@ -116,30 +117,16 @@ def _normalised(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]
     return [(k, v.lower().rstrip(b"/") if k.lower() in (b"host", b"origin") else v) for k, v in headers]
 
 
-class BearerAuth:
-    """ASGI middleware: every HTTP request must carry `Authorization: Bearer <token>`."""
-
-    def __init__(self, app, token: str):
-        self.app, self.expected = app, f"Bearer {token}".encode()
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] == "http":
-            given = dict(scope.get("headers") or []).get(b"authorization", b"")
-            if not hmac.compare_digest(given, self.expected):
-                return await _json(send, 401, "missing or wrong bearer token (Authorization: Bearer <token>)",
-                                   [(b"www-authenticate", b"Bearer")])
-        await self.app(scope, receive, send)
-
-
 async def _json(send, status: int, error: str, headers: list | None = None) -> None:
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", b"application/json"), *(headers or [])]})
     await send({"type": "http.response.body", "body": json.dumps({"error": error}).encode()})
 
 
-def secure_app(server, allowed: Allowed, token: str | None, web=None):
-    """The server's streamable-HTTP app behind the Host/Origin guard and, with a token, bearer auth; with `web`,
-    the search page (rag_search.web) at every other path, behind the same guard."""
+def secure_app(server, allowed: Allowed, keys=None, web=None):
+    """The server's streamable-HTTP app behind the Host/Origin guard and, with keys (mcp_keys.KeyAuth), a key
+    check that runs each request as its user; with `web`, the search page (rag_search.web, which checks keys
+    itself) at every path but /mcp, behind the same guard."""
     from mcp.server.transport_security import TransportSecuritySettings
 
     security = TransportSecuritySettings(  # the SDK checks the same lists again
@@ -148,7 +135,7 @@ def secure_app(server, allowed: Allowed, token: str | None, web=None):
         allowed_origins=sorted(allowed.origins),
     )
     app = server.streamable_http_app(transport_security=security)
-    app = BearerAuth(app, token) if token else app
+    app = keys(app) if keys else app
     if web is not None:
         from rag_search.web.mount import BesideMcp
 
@@ -165,14 +152,18 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def check_exposure(host: str, token: str | None) -> None:
-    """Off loopback, a token is required."""
-    if not is_loopback(host) and not token:
-        raise RagError(f"Serving on {host} exposes your index to the network. Pass --token (or LOCAL_RAG_MCP_TOKEN), "
+def check_exposure(host: str, keys: bool) -> None:
+    """Off loopback, keys are required."""
+    if not is_loopback(host) and not keys:
+        raise RagError(f"Serving on {host} exposes your index to the network: give each person a key first "
+                       "(`local-rag users add NAME --collections ...`), or pass --token (or LOCAL_RAG_MCP_TOKEN), "
                        "or bind to 127.0.0.1.")
 
 
-def run(app, host: str, port: int) -> None:
+def run(app, host: str, port: int, tls: tuple[str, str] | None = None) -> None:
+    """uvicorn on host:port; with tls = (certificate file, key file), HTTPS only. No access log (keys travel in
+    headers, queries in bodies; neither is ever logged)."""
     import uvicorn
 
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    cert, key = tls or (None, None)
+    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False, ssl_certfile=cert, ssl_keyfile=key)

@@ -3,6 +3,8 @@
 A new folder must pass the root policy (roots.py) and is recorded as the assistant's (mcp_guard.py); an
 existing collection is never re-pointed. Before each run, an assistant-made collection's folders are checked
 again: one that now leads outside the allowed roots (a symlink swapped in) is not indexed.
+A person with a key (users.py) indexes only collections they see, and adds folders only under their own
+`roots`; a collection they add is theirs (they see it from then on).
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from rag_search import mcp_guard
+from rag_search import mcp_guard, users
 from rag_search.config import Paths, load_settings
 from rag_search.errors import RagError
 
@@ -19,6 +21,9 @@ def index(paths: Paths, collection: str, path: str | None) -> dict:
     from rag_pipelines.indexing.handover import index_or_hand_over  # lazily: only this tool needs Dagster
 
     name = _index_target(paths, collection, path) if path else _valid_name(collection)
+    if not _may_index(paths, name):
+        raise RagError(f"No collection named '{name}' that you can index. Call rag_index(collection, path) with a "
+                       f"new name to add a folder, or rag_list_collections to see yours.")
     mcp_guard.check_run(paths, name)
     # busy: say at once who indexes it, and take over (policy checked again) if that run dies
     summary = index_or_hand_over(paths, name, "mcp", check=lambda: mcp_guard.check_run(paths, name))
@@ -26,6 +31,15 @@ def index(paths: Paths, collection: str, path: str | None) -> dict:
     return {"collection": name, "indexed": o.get("indexed", 0), "updated": o.get("indexed", 0),
             "skipped": summary.unchanged, "failed": o.get("failed", 0), "deleted": o.get("deleted", 0),
             "runs": summary.run_ids, "failures": summary.failures}
+
+
+def _may_index(paths: Paths, name: str) -> bool:
+    """The owner may ask for any name (a wrong one is told the configured ones); a person with a key only for a
+    configured collection they see (so no other name is ever listed to them)."""
+    from rag_pipelines.config import load_collections
+
+    visible = users.visible(paths)
+    return visible is None or (name in visible and name in load_collections(paths))
 
 
 def _index_target(paths: Paths, collection: str, path: str) -> str:
@@ -38,10 +52,15 @@ def _index_target(paths: Paths, collection: str, path: str) -> str:
     settings = load_settings(paths.config)  # fresh: allowed roots added since the server started count
     existing = load_collections(paths, settings.model_copy(update={"disabled_collections": []})).get(name)
     if existing is not None:
+        if not users.may_see(paths, name):  # another user's: not re-pointed, not named to this one
+            raise RagError(f"The collection name '{name}' is taken. Call rag_index again with another name.")
         _same_paths(paths, existing, path, configured=name in settings.collections)
         return name
+    user = users.current()
     folder = check_new_root(path, settings.mcp.allowed_roots, rag_home=paths.home, config=paths.config)
+    users.check_root(user, folder, paths)
     mcp_guard.remember(paths, name, folder)  # first: a collection registered but not recorded would be trusted
+    users.remember_made(paths, user, name)
     register_collection(paths, validate_collection(
         {"name": name, "kind": "project", "sources": [{"type": "project", "paths": [str(folder)]}]}))
     return name

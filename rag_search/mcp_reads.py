@@ -2,6 +2,8 @@
 
 Every tool here leaves out the collections mcp_guard refuses (an assistant-made collection whose folder now
 leads outside the allowed roots): a search skips them with a note, reading one of their items is refused.
+A person with a key (users.py) reads only their collections (mcp_guard.scope): searches pass them to the
+retrievers as the collection filter, lookups search only them, and the others are answered as unknown.
 """
 
 from __future__ import annotations
@@ -9,13 +11,13 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from rag_search import mcp_guard, mcp_search
+from rag_search import mcp_guard, mcp_metadata, mcp_search, users
 from rag_search.config import Paths
 from rag_search.errors import RagError
 from rag_search.mcp_metadata import metadata_schema
 from rag_search.people import resolve_filters
 from rag_search.records import Hit
-from rag_search.retrieval import Filters, SearchRequest, parse_date
+from rag_search.retrieval import Filters, parse_date
 from rag_search.retrieval.filters import build_where
 from rag_search.retrieval.related import related_items
 from rag_search.store import Store, reads
@@ -126,14 +128,28 @@ def search_answer(ctx: RagContext, query: str, mode: str, hits: list[Hit], in_sc
 
 def _scope(ctx: RagContext, named: tuple[str, ...]) -> tuple[tuple[str, ...] | None, str | None]:
     """(collections to search: None for all, () for none left; a note on those left out)."""
-    refused = mcp_guard.refusals(ctx.paths)
-    for name in named:
-        mcp_guard.check_read(refused, name)
-    indexed = _collection_ids(ctx.store) if refused and not named else {}
-    left_out = [why for name, why in refused.items() if name in indexed]
-    if not left_out:
+    scope = mcp_guard.scope(ctx.paths)
+    if not scope.narrowed:
         return named or None, None
-    return tuple(n for n in indexed if n not in refused), f"Left out: {' '.join(left_out)} {mcp_guard.NOT_SERVED}"
+    existing = _collection_ids(ctx.store)
+    for name in named:
+        scope.check(name, existing)
+    if named:
+        return named, None
+    names = tuple(n for n in existing if scope.allows(n))
+    left_out = scope.notes(existing)
+    if left_out:
+        return names, f"Left out: {' '.join(left_out)} {mcp_guard.NOT_SERVED}"
+    if scope.visible is None:
+        return None, None
+    return names, None if names else mcp_guard.NO_GRANTS
+
+
+def _within(ctx: RagContext, scope: mcp_guard.Scope, collection: str | None) -> tuple[str, ...] | None:
+    """The collections a lookup may find items in (None: all), after checking the one named."""
+    existing = _collection_ids(ctx.store) if scope.narrowed else {}
+    scope.check(collection, existing)
+    return None if scope.visible is None else tuple(n for n in existing if n in scope.visible)
 
 
 def _join(*notes: str | None) -> str:
@@ -215,45 +231,100 @@ def tagged(ctx: RagContext, tag: str, top_k: int) -> dict:
 
 
 def metadata_filter_schema(ctx: RagContext) -> dict:
-    """rag_search's metadata filter schema (mcp_metadata) over the collections mcp_guard does not refuse."""
-    refused = mcp_guard.refusals(ctx.paths)
-    skip = tuple(i for n, i in _collection_ids(ctx.store).items() if n in refused)
+    """rag_search's metadata filter schema (mcp_metadata) over the collections the caller may read."""
+    scope = mcp_guard.scope(ctx.paths)
+    skip = tuple(i for n, i in _collection_ids(ctx.store).items() if not scope.allows(n))
     with ctx.store.lock:
         return metadata_schema(ctx.store, skip)
 
 
+def metadata_by_collection(ctx: RagContext) -> dict:
+    """ingestion://metadata: per collection the caller may read, its common metadata keys and values."""
+    scope = mcp_guard.scope(ctx.paths)
+    return mcp_metadata.metadata_by_collection(
+        ctx.store, tuple(n for n in _collection_ids(ctx.store) if not scope.allows(n)))
+
+
 def get_document(ctx: RagContext, path_or_id: str, collection: str | None) -> dict:
+    scope = mcp_guard.scope(ctx.paths)
     with ctx.store.lock:
-        item_id, coll = reads.find_item(ctx.store, path_or_id, collection)
-        mcp_guard.check_read(mcp_guard.refusals(ctx.paths), coll)
+        item_id, coll = reads.find_item(ctx.store, path_or_id, collection, _within(ctx, scope, collection))
+        mcp_guard.check_read(scope.refused, coll)
         return reads.get_document(ctx.store, f"item:{item_id}")
 
 
+def context_tool(ctx: RagContext, path_or_id: str, chunk_index: int, before: int, after: int) -> dict:
+    """rag_context: the passages around a hit, in an item found as rag_get_document finds it (only in the
+    collections the caller may read)."""
+    scope = mcp_guard.scope(ctx.paths)
+    with ctx.store.lock:
+        item_id, coll = reads.find_item(ctx.store, path_or_id, None, _within(ctx, scope, None))
+        mcp_guard.check_read(scope.refused, coll)
+    return mcp_search.context(ctx, item_id, coll, chunk_index, before, after,
+                              OUTPUT_BUDGET_TOKENS * CHARS_PER_TOKEN)
+
+
 def related(ctx: RagContext, path_or_id: str, top_k: int) -> dict:
-    refused = mcp_guard.refusals(ctx.paths)
-    item_id, coll = reads.find_item(ctx.store, path_or_id)
-    mcp_guard.check_read(refused, coll)
-    found = related_items(ctx.store, item_id, top_k)
-    return found | {"similar": mcp_guard.served(refused, found["similar"])}  # links stay in the item's collection
+    scope = mcp_guard.scope(ctx.paths)
+    within = _within(ctx, scope, None)
+    item_id, coll = reads.find_item(ctx.store, path_or_id, within=within)
+    mcp_guard.check_read(scope.refused, coll)
+    ids = tuple(i for n, i in _collection_ids(ctx.store).items() if n in within) if within is not None else ()
+    found = related_items(ctx.store, item_id, top_k, collection_ids=ids)
+    return found | {"similar": scope.rows(found["similar"])}  # links stay in the item's collection
 
 
 def recent(ctx: RagContext, collection: str | None, days: int, limit: int) -> list[dict]:
-    refused = mcp_guard.refusals(ctx.paths)
-    mcp_guard.check_read(refused, collection)
-    return mcp_guard.served(refused, reads.recent_items(ctx.store, collection, days, limit))
+    scope = mcp_guard.scope(ctx.paths)
+    within = _within(ctx, scope, collection)
+    return scope.rows(reads.recent_items(ctx.store, collection, days, limit, within=within))
 
 
 def collection_info(ctx: RagContext, collection: str) -> dict:
-    mcp_guard.check_read(mcp_guard.refusals(ctx.paths), collection)
+    _within(ctx, mcp_guard.scope(ctx.paths), collection)
     return reads.collection_info(ctx.store, collection)
 
 
+def list_collections(ctx: RagContext) -> dict:
+    """The collections the caller may read (a refused one is listed, as before: its items are what is left out)."""
+    visible = mcp_guard.scope(ctx.paths).visible
+    rows = [r for r in reads.list_collections(ctx.store) if visible is None or r.name in visible]
+    if rows:
+        return {"collections": [r.to_dict() for r in rows]}
+    return {"collections": [], "note": empty_index(ctx.paths) if visible is None else mcp_guard.NO_GRANTS}
+
+
 def status(ctx: RagContext) -> dict:
-    """reads.status without the failures (paths, messages) of refused collections."""
-    refused = mcp_guard.refusals(ctx.paths)
+    """reads.status of the collections the caller may read, without the failures of refused collections; a
+    person with a key sees totals of their collections and not where the index lives."""
+    scope = mcp_guard.scope(ctx.paths)
     st = reads.status(ctx.store)
-    return st | {"recent_failures": mcp_guard.served(refused, st["recent_failures"])}
+    st |= {"recent_failures": scope.rows(st["recent_failures"])}
+    if scope.visible is None:
+        return st
+    colls = [c for c in st["collections"] if c["name"] in scope.visible]
+    totals = {"collections": len(colls), **{k: sum(c[k] for c in colls) for k in ("items", "chunks", "failed")}}
+    last = max((c["last_indexed"] for c in colls if c["last_indexed"]), default=None)
+    hidden = ("db_path", "db_bytes", "pending_migrations")
+    return {k: v for k, v in st.items() if k not in hidden} | {
+        "collections": colls, "totals": totals, "last_indexed": last, "sources": scope.rows(st["sources"])}
 
 
 def failures(ctx: RagContext) -> list[dict]:
-    return mcp_guard.served(mcp_guard.refusals(ctx.paths), [f.to_dict() for f in reads.failures(ctx.store, limit=100)])
+    scope = mcp_guard.scope(ctx.paths)
+    within = _within(ctx, scope, None)
+    return scope.rows([f.to_dict() for f in reads.failures(ctx.store, limit=100, within=within)])
+
+
+def knowledge_stats(ctx: RagContext) -> list[dict]:
+    return _visible_rows(ctx, reads.knowledge_stats(ctx.store))
+
+
+def source_scans(ctx: RagContext) -> list[dict]:
+    return _visible_rows(ctx, reads.source_scans(ctx.store))
+
+
+def _visible_rows(ctx: RagContext, rows: list[dict]) -> list[dict]:
+    """Per-collection rows of the collections the caller sees (the owner: all, refused ones too, as before)."""
+    visible = users.visible(ctx.paths)
+    return rows if visible is None else [r for r in rows if r.get("collection") in visible]

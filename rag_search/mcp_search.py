@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from rag_search import mcp_guard
 from rag_search.bounds import check_query
 from rag_search.errors import QueryError, RagError
 from rag_search.records import Hit
@@ -20,7 +19,6 @@ from rag_search.retrieval.context import chunks_around
 from rag_search.retrieval.plan import QueryPlan, SubQuery, run_plan
 from rag_search.retrieval.relevance import at_least, engine_query_vectors, with_relevance
 from rag_search.stale import mark_hits, stale_marks, stale_note
-from rag_search.store import reads
 
 if TYPE_CHECKING:
     from rag_search.mcp_server import RagContext
@@ -86,16 +84,14 @@ def batch(ctx: RagContext, queries: list[str], mode: str, filters: Filters, top_
     return out
 
 
-def context(ctx: RagContext, path_or_id: str, chunk_index: int, before: int, after: int,
-            collection: str | None, budget_chars: int) -> dict[str, Any]:
-    """The chunks around a hit of an indexed item the client may read (mcp_guard), with the item's title and
-    source, and its stale mark."""
+def context(ctx: RagContext, item_id: int, collection: str, chunk_index: int, before: int, after: int,
+            budget_chars: int) -> dict[str, Any]:
+    """The chunks around a hit of an item the caller may read (mcp_reads.context_tool found it), with the item's
+    title and source, and its stale mark."""
     with ctx.store.lock:
-        item_id, coll = reads.find_item(ctx.store, path_or_id, collection)
-        mcp_guard.check_read(mcp_guard.refusals(ctx.paths), coll)
         title, uri, key = ctx.store.conn.execute("SELECT title, uri, key FROM items WHERE id = ?",
                                                  (item_id,)).fetchone()
     around = chunks_around(ctx.store, item_id, chunk_index, before, after, budget_chars)
     mark = stale_marks(ctx.store, [item_id]).get(item_id)
-    head = {"title": title, "collection": coll, "source": uri, "key": key}
+    head = {"title": title, "collection": collection, "source": uri, "key": key}
     return head | around | ({"stale": mark} if mark else {})

@@ -4,12 +4,17 @@ One warm process: rag.db and the embedder are opened once and shared by every se
 thin: parse arguments → one library call → JSON. Errors come back as tool errors that say what to do.
 Arguments carry their bounds (mcp_args); the read tools' answers are built in mcp_reads, rag_index's runs in
 mcp_index, and both leave out what mcp_guard refuses (a folder an assistant added that now leads elsewhere).
+Over HTTP with keys each request runs as its user (mcp_http sets users.current()), so the same functions show
+that user's collections only; each call can be recorded in the query log (query_log.py).
+The handshake does not wait for the model: it loads in the background and the first search waits for it.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import sys
+import time
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from functools import partial
@@ -21,16 +26,17 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
 from pydantic import ValidationError
 
-from rag_search import mcp_guard, mcp_http, mcp_index, mcp_reads, mcp_search
+from rag_search import __version__, mcp_guard, mcp_http, mcp_index, mcp_keys, mcp_reads, mcp_search, users
 from rag_search.config import LiveSettings, Paths, Settings
 from rag_search.embedders import Embedder, load_embedder
+from rag_search.embedders.warming import Warming
 from rag_search.errors import EmbedderMismatch, RagError
 from rag_search.mcp_args import (ChunkIndex, DateText, Days, Intent, Metadata, MinScore, PathText, Query, Queries,
                                  Searches, Span, Text, Texts, TopK, refusal)
-from rag_search.mcp_metadata import metadata_by_collection
-from rag_search.mcp_reads import compact_json, empty_index
+from rag_search.mcp_reads import compact_json
 from rag_search.mcp_schema import compact_tools
 from rag_search.people import PeopleDirectory
+from rag_search.query_log import QueryLog
 from rag_search.retrieval import SearchEngine
 from rag_search.retrieval.engine import search_engine
 from rag_search.retrieval.rerank import load_reranker
@@ -82,34 +88,50 @@ class RagContext:
 
 
 _context: RagContext | None = None
+_queries: QueryLog | None = None  # the query log, when this server keeps one
 
 
 def open_context(paths: Paths | None = None) -> RagContext:
-    """Open the store and the embedder once per process (sessions share them)."""
+    """Open the store and the embedder once per process (sessions share them); the model loads in the background."""
     global _context
     if _context is None:
         paths = paths or Paths.from_env()
         live = LiveSettings(paths.config)
         settings = live.settings
         store = open_store(settings.store_location(paths))
-        embedder = load_embedder(settings.embedder, paths)
-        _context = RagContext(paths, settings, store, embedder, search_engine(store, embedder, settings.search, bits_in_ram=True),
-                              PeopleDirectory.from_settings(settings), live)
+        embedder: Embedder = load_embedder(settings.embedder, paths)
         recorded = store.embedder
         if recorded and same_vectors(recorded[0], embedder.id) and recorded[1] == embedder.dimensions:
-            embedder.embed_query("warm up")  # load the model now, not on the first question
+            embedder = Warming(embedder)  # load the model now, not on the first question, without holding the handshake
+        _context = RagContext(paths, settings, store, embedder,
+                              search_engine(store, embedder, settings.search, bits_in_ram=True),
+                              PeopleDirectory.from_settings(settings), live)
     return _context
+
+
+def log_queries(log: QueryLog | None) -> None:
+    """Record every tool call of this process in `log` (None: stop)."""
+    global _queries
+    _queries = log
 
 
 def close_context() -> None:
     """Close rag.db (the server is stopping): the last connection to close folds the WAL in and removes it."""
     global _context
     if _context is not None:
+        if isinstance(_context.embedder, Warming):
+            _context.embedder.finish_loading()
         _context.store.close()
         _context = None
     resources = sys.modules.get("rag_pipelines.wiring.resources")  # opened by rag_index, if it ran
     if resources is not None:
         resources.close_all()
+
+
+def quiet_libraries() -> None:
+    """Libraries' INFO lines stay off the server's stderr (over stdio, the client's log): rag_index runs Dagster,
+    whose SQLite storage stamps each new run's database with alembic, logging at INFO."""
+    logging.getLogger("alembic").setLevel(logging.WARNING)
 
 
 def _ctx() -> RagContext:
@@ -141,21 +163,47 @@ class RagServer(MCPServer):
 
     async def call_tool(self, name, arguments, context=None):
         """As MCPServer's, with arguments that do not fit the tool's schema refused in one sentence (mcp_args)
-        before the SDK formats pydantic's report (which reprs the value: ~5 ms for a 1 MB query), and the JSON
-        in the text content compact (the SDK pretty-prints it)."""
+        before the SDK formats pydantic's report (which reprs the value: ~5 ms for a 1 MB query), the JSON
+        in the text content compact (the SDK pretty-prints it), and the call recorded in the query log."""
         tool = self._tool_manager.get_tool(name)
         if tool is not None:
             try:
                 tool.fn_metadata.validate_arguments(arguments)
             except ValidationError as exc:
                 raise ToolError(refusal(name, exc, arguments)) from exc
-        return compact_result(await super().call_tool(name, arguments, context))
+        started = time.perf_counter()
+        try:
+            result = compact_result(await super().call_tool(name, arguments, context))
+        except Exception as exc:
+            _log_query(name, arguments, None, started, str(exc))
+            raise
+        _log_query(name, arguments, result, started)
+        return result
 
     async def list_tools(self):
         tool = self._tool_manager.get_tool("rag_search")
         if tool is not None and _context is not None:
             tool.parameters["properties"]["metadata"] = mcp_reads.metadata_filter_schema(_context)
         return await super().list_tools()
+
+
+def _log_query(tool: str, arguments: dict, result: Any, started: float, error: str | None = None) -> None:
+    if _queries is None:
+        return
+    answer, failed = None, error
+    content = getattr(result, "content", None)
+    if content and content[0].type == "text":
+        if getattr(result, "is_error", False):
+            failed = content[0].text
+        else:
+            try:
+                answer = json.loads(content[0].text)
+            except ValueError:
+                pass
+    try:
+        _queries.record(users.current().name, tool, arguments, answer, started, failed)
+    except Exception:  # noqa: BLE001 - a full disk must not cost the caller its answer
+        logging.getLogger(__name__).exception("could not write the query log %s", _queries.file)
 
 
 def compact_result(result: Any) -> Any:
@@ -180,7 +228,9 @@ async def _lifespan(server):
 def build_server() -> MCPServer:
     # WARNING: crashes are still logged; a refused or failed call is not (the client has the message), so a client
     # sending bad calls in a loop does not make the server render a log line for each (~8 ms of CPU with rich)
-    mcp = RagServer(name="local-rag", instructions=INSTRUCTIONS, lifespan=_lifespan, log_level="WARNING")
+    mcp = RagServer(name="local-rag", version=__version__, instructions=INSTRUCTIONS, lifespan=_lifespan,
+                    log_level="WARNING")
+    quiet_libraries()
 
     @mcp.tool(annotations=READ_ONLY)
     async def rag_search(query: Query | None = None, collection: Text | None = None, collections: Texts | None = None,
@@ -207,8 +257,7 @@ def build_server() -> MCPServer:
     @mcp.tool(annotations=READ_ONLY)
     async def rag_list_collections() -> dict:
         """The indexed collections: name, kind, description, item and chunk counts, last indexed time."""
-        rows = await _call(reads.list_collections, _ctx().store)
-        return {"collections": [r.to_dict() for r in rows]} | ({} if rows else {"note": empty_index(_ctx().paths)})
+        return await _call(mcp_reads.list_collections, _ctx())
 
     @mcp.tool(annotations=READ_ONLY)
     async def rag_collection_info(collection: Text) -> dict:
@@ -254,7 +303,7 @@ def build_server() -> MCPServer:
     @mcp.tool(annotations=READ_ONLY)
     async def rag_knowledge_stats() -> dict:
         """Per source (mail, chat, calendar, notes...): items, chunks, date range, last indexed, failures."""
-        return {"sources": await _call(reads.knowledge_stats, _ctx().store)}
+        return {"sources": await _call(mcp_reads.knowledge_stats, _ctx())}
 
     @mcp.tool(annotations=READ_ONLY)
     async def rag_status() -> dict:
@@ -272,8 +321,7 @@ def build_server() -> MCPServer:
     @mcp.tool(annotations=READ_ONLY)
     async def rag_context(path_or_id: PathText, chunk_index: ChunkIndex, before: Span = 2, after: Span = 2) -> dict:
         """The passages before and after a search hit in its item."""
-        return await _call(mcp_search.context, _ctx(), path_or_id, chunk_index, before, after, None,
-                           mcp_reads.OUTPUT_BUDGET_TOKENS * mcp_reads.CHARS_PER_TOKEN)
+        return await _call(mcp_reads.context_tool, _ctx(), path_or_id, chunk_index, before, after)
 
     compact_tools(mcp)  # one-line descriptions of every parameter, schemas without generator noise
     _resources(mcp)
@@ -290,7 +338,7 @@ def _resources(mcp: MCPServer) -> None:
 
     @mcp.resource("ingestion://status", mime_type="application/json", description="Totals and last index run.")
     def ingestion_status() -> str:
-        st = reads.status(_ctx().store)
+        st = mcp_reads.status(_ctx())
         return as_json({"totals": st["totals"], "last_indexed": st["last_indexed"], "embedder": st["embedder"],
                         "collections": {c["name"]: {"items": c["items"], "failed": c["failed"],
                                                     "last_indexed": c["last_indexed"]} for c in st["collections"]},
@@ -299,16 +347,18 @@ def _resources(mcp: MCPServer) -> None:
     @mcp.resource("ingestion://stats", mime_type="application/json",
                   description="Per source: items matched, indexed, failed, chunks, last scan and why a source was skipped.")
     def ingestion_stats() -> str:
-        return as_json({"sources": reads.source_scans(_ctx().store)})
+        return as_json({"sources": mcp_reads.source_scans(_ctx())})
 
     @mcp.resource("knowledge://stats", mime_type="application/json",
                   description="Per source: items, chunks, date range of the items, last indexed, failures.")
     def knowledge_stats() -> str:
-        return as_json({"sources": reads.knowledge_stats(_ctx().store)})
+        return as_json({"sources": mcp_reads.knowledge_stats(_ctx())})
 
     @mcp.resource("ingestion://watch-stats", mime_type="application/json",
                   description="The `local-rag watch` process: running or not, events seen, debounce, last event and sync.")
     def ingestion_watch_stats() -> str:
+        if users.visible(_ctx().paths) is not None:  # its events name files of every collection
+            return as_json({"running": watch_stats(_ctx().paths)["running"]})
         return as_json(watch_stats(_ctx().paths))
 
     @mcp.resource("ingestion://failures", mime_type="application/json", description="Items that failed to index.")
@@ -318,7 +368,7 @@ def _resources(mcp: MCPServer) -> None:
     @mcp.resource("ingestion://metadata", mime_type="application/json",
                   description="Per collection, its common metadata keys and most frequent values (rag_search filters).")
     def ingestion_metadata() -> str:
-        return as_json(metadata_by_collection(_ctx().store, tuple(mcp_guard.refusals(_ctx().paths))))
+        return as_json(mcp_reads.metadata_by_collection(_ctx()))
 
 
 # -- transports --------------------------------------------------------------------------------
@@ -328,17 +378,31 @@ def serve_stdio() -> None:
 
 
 def http_app(host: str = "127.0.0.1", port: int = 8765, token: str | None = None,
-             allow_hosts: tuple[str, ...] | list[str] = (), allow_origins: tuple[str, ...] | list[str] = (), web=None):
-    """The streamable-HTTP ASGI app: Host and Origin checked (DNS rebinding, browsers), optional bearer token;
-    `web`: the search page's app, served at every path but /mcp."""
-    return mcp_http.secure_app(build_server(), mcp_http.Allowed.for_server(host, port, allow_hosts, allow_origins),
-                               token, web)
+             allow_hosts: tuple[str, ...] | list[str] = (), allow_origins: tuple[str, ...] | list[str] = (),
+             tls: bool = False, paths: Paths | None = None, web=None, access: mcp_keys.Access | None = None):
+    """The streamable-HTTP ASGI app: Host and Origin checked (DNS rebinding, browsers), each request run as the
+    user of its key (mcp_keys; open to the owner only on loopback while no key is configured). `web`: the search
+    page's app (mount.page_for, given the same `access`), served at every path but /mcp."""
+    paths = paths or (_context.paths if _context is not None else Paths.from_env())
+    access = access or mcp_keys.Access(paths, token, mcp_http.is_loopback(host))
+    allowed = mcp_http.Allowed.for_server(host, port, allow_hosts, allow_origins, tls)
+    return mcp_http.secure_app(build_server(), allowed, partial(mcp_keys.KeyAuth, access=access), web)
 
 
 def serve_http(host: str, port: int, token: str | None, allow_hosts: tuple[str, ...] | list[str] = (),
-               allow_origins: tuple[str, ...] | list[str] = (), web=None) -> None:
-    mcp_http.check_exposure(host, token)
-    mcp_http.run(http_app(host, port, token, allow_hosts, allow_origins, web), host, port)
+               allow_origins: tuple[str, ...] | list[str] = (), tls: tuple[str, str] | None = None,
+               paths: Paths | None = None, page: bool = True) -> None:
+    """Serve MCP at /mcp and (with `page`) the search page at /, both behind the same keys."""
+    paths = paths or (_context.paths if _context is not None else Paths.from_env())
+    mcp_http.check_exposure(host, mcp_keys.has_keys(paths, token))
+    access = mcp_keys.Access(paths, token, mcp_http.is_loopback(host))
+    web = None
+    if page:
+        from rag_search.web.mount import page_for
+
+        web = page_for(open_context(paths), access, paths)
+    app = http_app(host, port, token, allow_hosts, allow_origins, tls is not None, paths, web, access)
+    mcp_http.run(app, host, port, tls)
 
 
 def watch_stats(paths: Paths) -> dict[str, Any]:

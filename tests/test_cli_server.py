@@ -9,6 +9,7 @@ import socket
 import stat
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -151,3 +152,40 @@ def test_a_stale_socket_falls_back_and_is_replaced(tmp_path, builtin_embedder):
         server.stop()
     assert not (home / "search.sock").exists()
     app.close()
+
+
+def test_a_second_server_checking_the_socket_leaves_nothing_in_the_first_ones_log(tmp_path, capfd):
+    """A second `serve` on the same home checks whether search.sock is alive by connecting and hanging up: the
+    first server answered that nothing with a reply to a closed socket, a BrokenPipeError traceback in its log."""
+    from rag_search.cli.context import App
+    from rag_search.cli.search_socket import SearchSocket
+
+    app = App()
+    app.paths = type(app.paths).from_env({"LOCAL_RAG_HOME": str(tmp_path)})
+    first = SearchSocket(app, lambda: None)
+    assert first.start()
+    try:
+        for _ in range(20):
+            assert SearchSocket(app, lambda: None).start() is False  # what each later `serve` does
+        gone = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)  # a client that leaves before the answer
+        gone.connect(str(tmp_path / "search.sock"))
+        gone.sendall(b'{"v": 1, "args": ["x"], "env": {}}\n')
+        gone.close()
+        settle_handlers()
+    finally:
+        first.stop()
+    app.close()
+    err = capfd.readouterr().err
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err
+
+
+def settle_handlers() -> None:
+    """Wait until the socket server has handled every queued connection (its handler threads are daemons that
+    stop() does not join): no handler thread alive at two checks 0.2 s apart."""
+    quiet = 0
+    while quiet < 2:
+        busy = [t for t in threading.enumerate() if "process_request_thread" in t.name]
+        for thread in busy:
+            thread.join(timeout=10)
+        quiet = 0 if busy else quiet + 1
+        time.sleep(0.2)

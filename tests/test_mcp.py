@@ -45,9 +45,9 @@ def home(tmp_path_factory):
 
 
 @asynccontextmanager
-async def session(env):
+async def session(env, errlog_path: str = os.devnull):
     params = StdioServerParameters(command=EXE, args=["serve"], env={**os.environ, **env})
-    with open(os.devnull, "w") as errlog:
+    with open(errlog_path, "w") as errlog:
         async with stdio_client(params, errlog=errlog) as (read, write):
             async with ClientSession(read, write) as s:
                 await s.initialize()
@@ -72,14 +72,15 @@ def tool_contract(tools) -> list[dict]:
              "destructive": bool(t.annotations and t.annotations.destructive_hint)} for t in tools]
 
 
-def test_tools_contract_and_every_tool_over_stdio(home):
+def test_tools_contract_and_every_tool_over_stdio(home, tmp_path):
     env, vault, tmp = home
+    stderr = tmp_path / "server.log"  # over stdio, the server's stderr is the client's log
     newdir = tmp / "newproject"
     newdir.mkdir()
     (newdir / "plan.md").write_text("# Plan\nThe migration to PostgreSQL happens in June.\n")
 
     async def go():
-        async with session(env) as s:
+        async with session(env, str(stderr)) as s:
             listed = await s.list_tools()
             assert len(listed.model_dump_json(by_alias=True, exclude_none=True)) < 10_500  # 9.9 KB: 12 tools, every parameter described
             tools = listed.tools
@@ -163,6 +164,8 @@ def test_tools_contract_and_every_tool_over_stdio(home):
             assert json.loads((await s.read_resource("rag://stats")).contents[0].text)["totals"]["items"] == 13
 
     asyncio.run(go())
+    logged = stderr.read_text()
+    assert "alembic" not in logged and "Context impl" not in logged, logged  # rag_index's Dagster storage stamps
 
 
 def test_errors_tell_the_model_what_to_do(home, tmp_path):
@@ -257,7 +260,7 @@ def test_http_transport_checks_origin_and_token(home):
             except httpx.TransportError:
                 assert time.time() < deadline and proc.poll() is None
                 time.sleep(0.2)
-        assert httpx.post(url, json=init, headers=headers).status_code == 401
+        assert httpx.post(url, json=init, headers=headers).status_code == 403  # not 401: see mcp_keys
         auth = {**headers, "Authorization": "Bearer s3cret"}
         assert httpx.post(url, json=init, headers={**auth, "Origin": "http://evil.example"}).status_code == 403
         refused = httpx.post(url, json=init, headers={**auth, "Host": "evil.example"})

@@ -237,7 +237,7 @@ def test_http_host_names_lan_clients_and_the_refusal_says_how_to_allow(rag):
         auth = "Bearer s3cret"
         for name in [socket.gethostname(), socket.getfqdn(), "notes.lan", "NOTES.LAN"]:
             assert post(Host=f"{name}:{port}", Authorization=auth).status_code == 200, name
-        assert post(Host=f"notes.lan:{port}").status_code == 401  # the token is still required
+        assert post(Host=f"notes.lan:{port}").status_code == 403  # the token is still required (403: see mcp_keys)
         assert post(Host=f"evil.example:{port}", Authorization=auth).status_code == 421
         own = f"http://{socket.gethostname()}:{port}"
         assert post(Host=f"notes.lan:{port}", Origin=own, Authorization=auth).status_code == 200
@@ -358,6 +358,7 @@ def test_arguments_past_their_bounds_are_refused_in_one_sentence(rag, user, fake
         ("rag_search", {"query": "note", "top_k": 201}, "top_k must be at most 200"),
         ("rag_search", {"query": "note", "top_k": "ten"}, "top_k: input should be a valid integer"),
         ("rag_search", {"query": "note", "mode": "fuzzy"}, "mode: input should be 'hybrid', 'keyword' or 'semantic'"),
+        ("rag_get_document", {"collection": "notes"}, "rag_get_document: path_or_id is required."),
         ("rag_search", {"query": "note", "path_prefix": "/a\x00b"}, "path_prefix contains a NUL character"),
         ("rag_get_document", {"path_or_id": "n.md\x00/etc/passwd"}, "path_or_id contains a NUL character"),
         ("rag_get_document", {"path_or_id": "x" * 5000}, "at most 4,096"),
@@ -414,3 +415,51 @@ def test_http_host_header_is_a_host_and_a_port_and_nothing_else(rag):
             assert "not a valid Host header" in refused.json()["error"], host
         for host in [f"localhost:{port}", "LOCALHOST", f"127.0.0.1:{port}", f"[::1]:{port}", "[::1]"]:
             assert post(Host=host).status_code == 200, host
+
+
+# -- rag_index as a person with a key --------------------------------------------------------------
+
+def test_a_user_adds_folders_only_under_their_roots_and_sees_only_what_they_added(rag, user, fake_embedder):
+    from rag_search import users
+
+    paths, store, ran = rag
+    config = yaml.safe_load(paths.config.read_text())
+    config["users"] = {"ann": {"key_sha256": "a" * 64, "roots": [str(user / "Notes")]},
+                       "bob": {"key_sha256": "b" * 64, "collections": ["shared"]}}
+    paths.config.write_text(yaml.safe_dump(config))
+    ann, bob = (users.directory(paths).users[h * 64] for h in "ab")
+    with users.acting_as(ann):
+        assert not call("rag_index", {"collection": "ann-notes", "path": "~/Notes/Work"})[0]
+        is_error, msg = call("rag_index", {"collection": "elsewhere", "path": "~/Other"})
+        assert is_error and f"may add folders under {user / 'Notes'}" in msg and "users.ann.roots" in msg
+    assert users.made(paths) == {"ann": ["ann-notes"]} and "elsewhere" not in registry(paths)
+    add_doc(store, fake_embedder, "ann-notes", "plan.md", "ann's plan")  # what the run indexed
+    add_doc(store, fake_embedder, "shared", "list.md", "a shared list")
+    with users.acting_as(ann):
+        assert [c["name"] for c in json.loads(call("rag_list_collections", {})[1])["collections"]] == ["ann-notes"]
+    with users.acting_as(bob):
+        assert [c["name"] for c in json.loads(call("rag_list_collections", {})[1])["collections"]] == ["shared"]
+        for args, said in [({"collection": "ann-notes"}, "No collection named 'ann-notes' that you can index"),
+                           ({"collection": "ann-notes", "path": "~/Other"}, "name 'ann-notes' is taken"),
+                           ({"collection": "nope"}, "No collection named 'nope' that you can index"),
+                           ({"collection": "mine", "path": "~/Other"}, "may add folders anywhere on this server yet")]:
+            is_error, msg = call("rag_index", args)
+            assert is_error and said in msg and str(user / "Notes") not in msg, (args, msg)
+    assert ran == [["ann-notes"]]
+
+
+def test_a_user_added_to_the_config_of_a_running_server_connects_at_once(rag):
+    """Keys are looked up in config.yaml as it is now: `local-rag users add` needs no restart."""
+    from rag_search import users
+
+    paths, _, _ = rag
+    with http_server(host="127.0.0.1") as (port, post):
+        assert post().status_code == 200  # no keys yet: loopback is the owner's
+        key = users.new_key()
+        config = yaml.safe_load(paths.config.read_text()) | {
+            "users": {"carol": {"key_sha256": users.key_hash(key), "collections": []}}}
+        paths.config.write_text(yaml.safe_dump(config))
+        assert post().status_code == 403  # from now on, a key is needed
+        assert post(Authorization=f"Bearer {key}").status_code == 200
+        paths.config.write_text(yaml.safe_dump({k: v for k, v in config.items() if k != "users"}))
+        assert post(Authorization=f"Bearer {key}").status_code == 200  # no users left: loopback is open again

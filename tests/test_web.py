@@ -208,24 +208,26 @@ def test_a_gate_narrows_what_a_principal_can_search_open_and_index(home):
 
 
 def test_the_page_is_mounted_beside_mcp_behind_its_host_and_origin_checks(home, monkeypatch):
-    from rag_search import mcp_server
+    from rag_search import mcp_keys, mcp_server
     from rag_search.mcp_server import RagContext
     from rag_search.web.mount import page_for
 
     ctx = RagContext(home.paths, mcp_server.Settings(), home.store, home.embedder, home.backend.engine)
     monkeypatch.setattr(mcp_server, "_context", ctx)
-    app = mcp_server.http_app(port=8765, token="s3cret", web=page_for(ctx, "s3cret"))
+    access = mcp_keys.Access(home.paths, "s3cret", open_when_keyless=True)
+    app = mcp_server.http_app(port=8765, token="s3cret", paths=home.paths, web=page_for(ctx, access, home.paths),
+                              access=access)
     init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
     with TestClient(app, base_url="http://127.0.0.1:8765", follow_redirects=False) as client:
         assert client.get("/login").status_code == 200
         assert client.get("/login", headers={"Host": "evil.example:8765"}).status_code == 421  # DNS rebinding
-        assert client.post("/login", data={"token": "s3cret"}, headers={"Origin": "http://evil.example"}).status_code == 403
-        signed = client.post("/login", data={"token": "s3cret"}, headers={"Origin": "http://127.0.0.1:8765"})
+        assert client.post("/login", data={"key": "s3cret"}, headers={"Origin": "http://evil.example"}).status_code == 403
+        signed = client.post("/login", data={"key": "s3cret"}, headers={"Origin": "http://127.0.0.1:8765"})
         assert signed.status_code == 303
         assert titles(client.get("/?q=bramble").text)[0] == "Garden"
         mcp = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
-        assert client.post("/mcp", json=init, headers=mcp).status_code == 401  # the cookie is not MCP's token
+        assert client.post("/mcp", json=init, headers=mcp).status_code == 403  # the cookie is not MCP's key
         assert client.post("/mcp", json=init, headers={**mcp, "Authorization": "Bearer s3cret"}).status_code == 200
 
 

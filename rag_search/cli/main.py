@@ -9,6 +9,7 @@ from rag_search.cli import admin
 from rag_search.cli.context import RagGroup
 from rag_search.cli.search_cmd import search
 from rag_search.cli.serve_cmd import serve
+from rag_search.cli.users_cmd import users_group
 from rag_search.cli.web_cmd import web
 
 
@@ -46,4 +47,5 @@ cli.add_command(admin.reembed)
 cli.add_command(admin.compact)
 cli.add_command(admin.migrate_store)
 cli.add_command(serve)
+cli.add_command(users_group)
 cli.add_command(web)

@@ -8,8 +8,9 @@ request and answers with the settings in it (an edit is taken in at once, see co
 cannot answer exactly as in-process search would (another database or config file, a config file with an error,
 a usage error, --help), it says "fallback" and the client runs the search itself.
 
-One server per home binds the socket (`search.sock`); others leave a live one alone. The file is created with
-mode 0600 and removed when its server stops; a stale file (no one listening) is replaced.
+One server per home binds the socket (`search.sock`); others leave a live one alone (they check it by connecting
+and hanging up, which its server answers with nothing). The file is created with mode 0600 and removed when its
+server stops; a stale file (no one listening) is replaced.
 """
 
 from __future__ import annotations
@@ -100,27 +101,31 @@ class SearchSocket:
 
 class _Server(socketserver.ThreadingUnixStreamServer):
     daemon_threads = True
+    request_queue_size = 64  # searches and other servers' checks arriving at once wait, not fail
 
 
 def _handler(owner: SearchSocket):
     class Handler(socketserver.StreamRequestHandler):
         def handle(self):
             line = self.rfile.readline(MAX_REQUEST)
-            if not line:
-                return  # another server on this home looking whether this one is alive (_alive)
+            if not line.strip():  # a probe (another server checking this one is alive) hung up: nothing to answer
+                return
             try:
                 reply = owner.answer(json.loads(line))
             except Exception as exc:  # never take the server down; the client falls back
                 reply = {"fallback": True, "why": f"{type(exc).__name__}: {exc}"}
             try:
                 self.wfile.write(json.dumps(reply, ensure_ascii=False).encode() + b"\n")
-            except (BrokenPipeError, ConnectionResetError):
-                pass  # the client gave up waiting and searched in-process
+                self.wfile.flush()
+            except OSError:  # the client left before the answer (Ctrl-C, its timeout): it searches in-process
+                pass
 
     return Handler
 
 
 def _alive(path: Path) -> bool:
+    """Whether a server listens on the socket file: only a refused connection means no one (a stale file); one
+    that is busy (its queue full, slow to accept) is alive and keeps its socket."""
     if not path.exists():
         return False
     probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -128,7 +133,9 @@ def _alive(path: Path) -> bool:
     try:
         probe.connect(str(path))
         return True
-    except OSError:
+    except (ConnectionRefusedError, FileNotFoundError):
         return False
+    except OSError:
+        return True
     finally:
         probe.close()

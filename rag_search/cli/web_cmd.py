@@ -18,7 +18,8 @@ WAIT_SECONDS = 120.0  # for the server to listen (it loads the model first)
 
 @click.command("web")
 @click.option("--port", type=int, default=8765, show_default=True, help="HTTP port.")
-@click.option("--host", default="127.0.0.1", show_default=True, help="Bind address (off loopback --token is required).")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Bind address (off loopback a key is required: --token, or `local-rag users add`).")
 @click.option("--token", default=lambda: os.environ.get("LOCAL_RAG_MCP_TOKEN"),
               help="Token the login page asks for (env LOCAL_RAG_MCP_TOKEN); required off loopback.")
 @click.option("--no-browser", is_flag=True, help="Only print the page's address.")

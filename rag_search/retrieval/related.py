@@ -14,7 +14,8 @@ from rag_search.store.vectors import as_blob, fetch_vectors
 NEIGHBOURS = 200  # chunk neighbours fetched before grouping by item
 
 
-def related_items(store: Store, item_id: int, top_k: int = 10) -> dict[str, Any]:
+def related_items(store: Store, item_id: int, top_k: int = 10, collection_ids: tuple[int, ...] = ()) -> dict[str, Any]:
+    """Similar items (of the collections `collection_ids`, inside the KNN; all when empty), links and backlinks."""
     with store.lock:
         conn = store.conn
         chunk_ids = [r[0] for r in conn.execute("SELECT id FROM chunks WHERE item_id = ?", (item_id,))]
@@ -24,7 +25,7 @@ def related_items(store: Store, item_id: int, top_k: int = 10) -> dict[str, Any]
         if vecs:
             centre = np.mean(np.stack(list(vecs.values())), axis=0)
             centre /= np.linalg.norm(centre) or 1.0
-            rows = _neighbours(store, centre)
+            rows = _neighbours(store, centre, collection_ids)
             best: dict[int, float] = {}
             for _, dist, other in sorted(rows, key=lambda r: r[1]):
                 if other != item_id and other not in best:
@@ -33,17 +34,20 @@ def related_items(store: Store, item_id: int, top_k: int = 10) -> dict[str, Any]
         return {"similar": similar, "links": _links(conn, item_id), "backlinks": _backlinks(conn, item_id)}
 
 
-def _neighbours(store: Store, centre: np.ndarray) -> list[tuple[int, float, int]]:
-    """(chunk id, cosine distance, item id) of the chunks nearest the centre (exact KNN)."""
+def _neighbours(store: Store, centre: np.ndarray, collection_ids: tuple[int, ...]) -> list[tuple[int, float, int]]:
+    """(chunk id, cosine distance, item id) of the chunks nearest the centre (exact KNN), of the collections
+    `collection_ids` (all when empty) inside the KNN."""
+    only = f" AND v.collection_id IN ({','.join('?' * len(collection_ids))})" if collection_ids else ""
     if store.postgres:
         from rag_search.store.pg.connection import vector_text
 
         return store.conn.execute(
             "SELECT v.chunk_id, v.embedding <=> ?::vector AS d, c.item_id FROM chunk_vec v JOIN chunks c "
-            "ON c.id = v.chunk_id ORDER BY d LIMIT ?", (vector_text(centre), NEIGHBOURS)).fetchall()
+            f"ON c.id = v.chunk_id WHERE TRUE{only} ORDER BY d LIMIT ?",
+            (vector_text(centre), *collection_ids, NEIGHBOURS)).fetchall()
     return store.conn.execute(
         "SELECT v.chunk_id, v.distance, c.item_id FROM chunk_vec v JOIN chunks c ON c.id = v.chunk_id "
-        "WHERE v.embedding MATCH ? AND k = ?", (as_blob(centre), NEIGHBOURS)).fetchall()
+        f"WHERE v.embedding MATCH ? AND k = ?{only}", (as_blob(centre), NEIGHBOURS, *collection_ids)).fetchall()
 
 
 def _item(conn: Any, item_id: int) -> dict[str, Any]:

@@ -91,7 +91,9 @@ def collection_info(store: Store, name: str, samples: int = 5) -> dict[str, Any]
     }
 
 
-def failures(store: Store, collection: str | None = None, limit: int = 50) -> list[Failure]:
+def failures(store: Store, collection: str | None = None, limit: int = 50,
+             within: tuple[str, ...] | None = None) -> list[Failure]:
+    """The newest failed items (of one collection; of the collections `within` when given)."""
     sql = (
         "SELECT co.name, i.key, i.uri, COALESCE(i.error_kind, 'error'), COALESCE(i.error, ''), i.failed_at "
         "FROM items i JOIN collections co ON co.id = i.collection_id WHERE i.status = 'failed'"
@@ -100,6 +102,9 @@ def failures(store: Store, collection: str | None = None, limit: int = 50) -> li
     if collection:
         sql += " AND co.name = ?"
         params.append(collection)
+    if within is not None:
+        sql += f" AND co.name IN ({','.join('?' * len(within))})"
+        params.extend(within)
     sql += " ORDER BY i.failed_at DESC, i.id DESC LIMIT ?"
     rows = store.conn.execute(sql, (*params, limit)).fetchall()
     return [Failure(*r) for r in rows]
@@ -203,10 +208,12 @@ def status(store: Store) -> dict[str, Any]:
     }
 
 
-def find_item(store: Store, path_or_id: str, collection: str | None = None) -> tuple[int, str]:
+def find_item(store: Store, path_or_id: str, collection: str | None = None,
+              within: tuple[str, ...] | None = None) -> tuple[int, str]:
     """(item id, collection) of an *indexed item* named by id, key or path; never touches the file system.
 
-    Only rows of the items table can match, so no path (traversal, symlink, anything) reaches a file.
+    Only rows of the items table can match, so no path (traversal, symlink, anything) reaches a file; with
+    `within`, only items of those collections (the others are as if not indexed).
     """
     ref = str(path_or_id).strip()
     params: list[Any] = []
@@ -214,6 +221,9 @@ def find_item(store: Store, path_or_id: str, collection: str | None = None) -> t
     if collection:
         where, params = "co.name = ?", [collection]
         store.collection_id(collection)  # unknown collection → NotFound listing the known ones
+    if within is not None:
+        where += f" AND co.name IN ({','.join('?' * len(within))})"
+        params.extend(within)
     base = f"SELECT i.id, co.name FROM items i JOIN collections co ON co.id = i.collection_id WHERE {where} AND "
     candidates = []
     if ref.removeprefix("item:").isdigit():
@@ -271,8 +281,9 @@ def _join_without_overlap(parts: list[str], max_overlap: int = 2000) -> str:
     return "\n\n".join(out)
 
 
-def recent_items(store: Store, collection: str | None = None, days: int = 7, limit: int = 20) -> list[dict[str, Any]]:
-    """Items dated (or, if undated, indexed) within the last `days`, newest first."""
+def recent_items(store: Store, collection: str | None = None, days: int = 7, limit: int = 20,
+                 within: tuple[str, ...] | None = None) -> list[dict[str, Any]]:
+    """Items dated (or, if undated, indexed) within the last `days`, newest first (of the collections `within`)."""
     since = int(time.time()) - days * 86400
     params: list[Any] = []
     where = ""
@@ -282,6 +293,9 @@ def recent_items(store: Store, collection: str | None = None, days: int = 7, lim
     indexed = ("CAST(extract(epoch FROM i.indexed_at::timestamptz) AS BIGINT)" if store.postgres
                else "CAST(strftime('%s', i.indexed_at) AS INTEGER)")
     when = f"COALESCE(max(c.ts), {indexed})"
+    if within is not None:
+        params.extend(within)
+        where += f" AND co.name IN ({','.join('?' * len(within))})"
     rows = store.conn.execute(
         "SELECT i.id, co.name, i.key, i.uri, i.title, i.source_type, "
         f"{when} AS t "

@@ -34,6 +34,11 @@ HEADERS = {  # nothing is loaded from elsewhere, no inline script runs, no other
 }
 
 
+WRONG_SIGN_IN = {("token",): "That is not the token this server was started with. Check it and try again.",
+                 ("key",): "That is not a key of this server. Check it, or ask the server's owner for a new one "
+                           "(`local-rag users key NAME`)."}
+
+
 def web_app(backend: Backend, gate: Gate, dagster_ui: str = status.DAGSTER_UI, index_run=None) -> SecurityHeaders:
     """The page over an open index. index_run(collection) -> counts: what "index now" calls (default rag_index's)."""
     pages = Pages(backend, gate, dagster_ui, status.IndexJobs(index_run or status.mcp_index_run(backend)))
@@ -129,7 +134,7 @@ class Pages:
         target = safe_next(str(form.get("next", "")))
         if value is None:
             return self.page(request, "login.html", None, 401, fields=self.gate.login_fields, next=target,
-                             message="That is not the token this server was started with. Check it and try again.")
+                             message=WRONG_SIGN_IN.get(self.gate.login_fields, WRONG_SIGN_IN[("token",)]))
         response = RedirectResponse(target, status_code=303)
         response.set_cookie(**cookie_args(request, value))
         return response

@@ -19,8 +19,9 @@ class BesideMcp:
         return await self.web(scope, receive, send)
 
 
-def page_for(context, token: str | None):
-    """The page of a `local-rag serve` process (its RagContext) behind today's token gate."""
-    from rag_search.web import Backend, TokenGate, web_app
+def page_for(context, access, paths):
+    """The page of a `local-rag serve` process (its RagContext) behind the server's keys (mcp_keys.Access)."""
+    from rag_search.web import Backend, web_app
+    from rag_search.web.key_gate import KeyGate, LoginLimit
 
-    return web_app(Backend.of(context), TokenGate(token))
+    return LoginLimit(web_app(Backend.of(context), KeyGate(access, paths)), access)
