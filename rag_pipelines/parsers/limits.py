@@ -34,7 +34,7 @@ class Limits:
     # from a PDF, DOCX or EPUB (reading stops there), and a PDF's drawing instructions (see pdf.py)
     max_unzipped_mb: float = 300  # total uncompressed size of the members of a zipped document (DOCX, EPUB, PPTX,
     # XLSX, ODT/ODS/ODP)
-    max_cells: int = 200_000  # non-empty cells read from one workbook (XLSX, ODS); the rest is not read
+    max_cells: int = 100_000  # non-empty cells read from one workbook (XLSX, ODS); the rest is not read
     max_slides: int = 2_000  # slides read from one deck (PPTX, ODP); the rest is not read
     max_ocr_pages: int = 100  # images OCR'd for one item (image-only PDF pages, a note's embedded images)
     max_ocr_seconds: float = 45  # time OCR may take for one item; pages after it are not read

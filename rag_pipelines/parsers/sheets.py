@@ -17,7 +17,7 @@ from rag_search.records import Section
 from rag_pipelines.parsers.limits import MB, Limits, human_size
 from rag_pipelines.parsers.webpage import label
 
-ROWS_CHARS = 1500  # text of one section of rows: about a chunk of the bundled embedder
+ROWS_CHARS = 700  # text of one section of rows: within one chunk of the bundled embedder (254 tokens)
 HEADER_SEARCH = 3  # non-empty rows looked at for the header
 MAX_COLUMNS = 16_384  # Excel's last column (XFD); a column past it is not one
 
