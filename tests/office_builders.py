@@ -217,14 +217,17 @@ def text_image(lines: list[str], size: int = 33, turn: int = 0, noise: float = 0
     return out.getvalue()
 
 
-def image_pdf(images: list[bytes], text_pages: dict[int, str] | None = None) -> bytes:
-    """A PDF with one page per image, the image filling the page (no text layer); text_pages adds text pages."""
+def image_pdf(images: list[bytes], text_pages: dict[int, str] | None = None, dpi: int = 200) -> bytes:
+    """A PDF with one page per image, sized as a scanner sizes it (the image at `dpi`) and without a text layer;
+    text_pages[i] adds a page of text before image i."""
     import pymupdf
+    from PIL import Image
 
     doc = pymupdf.open()
     for index, data in enumerate(images):
         if text_pages and index in text_pages:
             doc.new_page().insert_text((72, 72), text_pages[index])
-        page = doc.new_page()
-        page.insert_image(page.rect + (36, 36, -36, -36), stream=data, keep_proportion=True)
+        width, height = Image.open(io.BytesIO(data)).size
+        page = doc.new_page(width=width * 72 / dpi, height=height * 72 / dpi)
+        page.insert_image(page.rect, stream=data)
     return doc.tobytes(deflate=True)

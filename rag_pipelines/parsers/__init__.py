@@ -129,10 +129,19 @@ def source_type(suffix: str) -> str:
     return suffix if suffix in LEGACY else PARSERS.get(suffix, ("unsupported", None))[0]
 
 
-def content_id(sha256: str, suffix: str) -> str:
-    """A file's content identity: its bytes' sha256, plus its parser's version when that is past the first."""
+def content_id(sha256: str, suffix: str, ocr: OcrSettings | None = None) -> str:
+    """A file's content identity: its bytes' sha256, plus its parser's version when that is past the first, plus
+    for a PDF or an image the OCR settings that read it (ocr_tag)."""
     version = PARSER_VERSIONS.get(source_type(suffix), 1)
-    return sha256 if version == 1 else f"{sha256}~p{version}"
+    return (sha256 if version == 1 else f"{sha256}~p{version}") + ocr_tag(suffix, ocr)
+
+
+def ocr_tag(suffix: str, ocr: OcrSettings | None) -> str:
+    """What OCR reads a file of this suffix with ("" for none): part of its change stamp and content identity, so
+    that turning OCR on or changing its engine or languages reads PDFs and images again (once)."""
+    if source_type(suffix) not in READS_IMAGES or ocr is None or not ocr.enabled:
+        return ""
+    return f"~ocr-{ocr.engine}-{'+'.join(ocr.languages)}"
 
 
 def parse(data: bytes, filename: str, mtime_ns: int | None = None, limits: Limits | None = None,
@@ -175,5 +184,5 @@ def _legacy(filename: str, suffix: str) -> str:
             f"**/*.{suffix}")
 
 
-__all__ = ["PARSERS", "PARSER_VERSIONS", "Limits", "OcrSettings", "ParseError", "content_id", "parse", "parse_canvas",
+__all__ = ["PARSERS", "PARSER_VERSIONS", "Limits", "OcrSettings", "ParseError", "content_id", "ocr_tag", "parse", "parse_canvas",
            "parse_plain", "parse_text", "source_type"]

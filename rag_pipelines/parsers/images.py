@@ -32,7 +32,8 @@ def parse_image(data: bytes, filename: str, mtime_ns: int | None = None, limits:
     limits = limits or Limits()
     image = open_image(data, filename, limits)
     ts = _exif_time(image) or (mtime_ns // 1_000_000_000 if mtime_ns else None)
-    meta: dict = {"image_size": f"{image.size[0]}x{image.size[1]}"}
+    width, height = image.info.get("full_size", image.size)
+    meta: dict = {"image_size": f"{width}x{height}"}
     if ocr is None:
         meta["parse_warning"] = ("OCR is off for this source, so only the image's name is indexed; turn it on "
                                  "(ocr: true) to index its text")
@@ -85,11 +86,15 @@ def _bound(image, filename: str, limits: Limits) -> None:
     most = limits.max_image_mpixels * 1_000_000
     if width * height <= most:
         return
-    if image.format == "JPEG":  # decoded at 1/2, 1/4 or 1/8 of its size: as few pixels as the limit allows
-        scale = math.sqrt(most / (width * height))
-        image.draft("RGB", (max(1, int(width * scale)), max(1, int(height * scale))))
-        if image.size[0] * image.size[1] <= most:
-            return
+    if image.format == "JPEG":  # decoded at 1/2, 1/4 or 1/8 of its size: the largest the limit allows
+        for scale in (2, 4, 8):
+            if math.ceil(width / scale) * math.ceil(height / scale) <= most:
+                image.info["full_size"] = (width, height)
+                image.draft(image.mode if image.mode in ("L", "RGB") else "RGB",
+                            (math.ceil(width / scale), math.ceil(height / scale)))
+                if image.size[0] * image.size[1] <= most:
+                    return
+                break
     raise ParseError("too_large", f"{filename} is {width}x{height} pixels ({width * height / 1e6:,.0f} megapixels), "
                                   f"over limits.max_image_mpixels ({limits.max_image_mpixels:g}); it was not decoded; "
                                   "raise the limit or exclude it")

@@ -105,10 +105,6 @@ class FileEntry:
         return self.path.suffix.lower().lstrip(".")
 
     @property
-    def stamp(self) -> str:
-        return f"{self.size}:{self.mtime_ns}"
-
-    @property
     def uri(self) -> str:
         return readable(str(self.path))  # a name with bytes that are not UTF-8 is shown (and stored) readably
 
@@ -163,7 +159,7 @@ class FileSource(BaseSource):
                     result.problems[key] = problem
                     continue
                 entries[key] = FileEntry(key, root / rel, rel, st.st_size, st.st_mtime_ns)
-                result.items[key] = Stamp(entries[key].stamp, entries[key].uri)
+                result.items[key] = Stamp(self._stamp(entries[key].suffix, st), entries[key].uri)
         self._entries, self._problems = entries, dict(result.problems)
         return result
 
@@ -176,12 +172,16 @@ class FileSource(BaseSource):
         labels = [label for _, label in self.roots]
         return labels == [None] or any(key.startswith(f"{lb}/") for lb in labels if lb)
 
+    def _stamp(self, suffix: str, st: os.stat_result) -> str:
+        """Size and mtime, and what OCR reads the file with (parsers.ocr_tag): a change of either reads it again."""
+        return f"{st.st_size}:{st.st_mtime_ns}{parsers.ocr_tag(suffix, self.ocr)}"
+
     def same_content(self, key: str, sha256: str | None) -> bool:
         entry = (self._entries or {}).get(key)
         if entry is None or sha256 is None:
             return False
         try:
-            return parsers.content_id(sha256_file(entry.path), entry.suffix) == sha256
+            return parsers.content_id(sha256_file(entry.path), entry.suffix, self.ocr) == sha256
         except OSError:
             return False
 
@@ -256,7 +256,7 @@ class FileSource(BaseSource):
             try:
                 parsers.check_size(st.st_size, readable(entry.relpath), self.limits)  # before reading a byte of it
             except parsers.ParseError as exc:
-                return Loaded(**base, stamp=f"{st.st_size}:{st.st_mtime_ns}", size=st.st_size, mtime_ns=st.st_mtime_ns,
+                return Loaded(**base, stamp=self._stamp(entry.suffix, st), size=st.st_size, mtime_ns=st.st_mtime_ns,
                               error=(exc.kind, str(exc)))
             data = entry.path.read_bytes()
         except FileNotFoundError:
@@ -274,7 +274,7 @@ class FileSource(BaseSource):
                                                        limits, ocr)
             return _with_metadata(doc, meta)
 
-        return Loaded(**base, stamp=f"{st.st_size}:{st.st_mtime_ns}", content_hash=parsers.content_id(hashlib.sha256(data).hexdigest(), entry.suffix),
+        return Loaded(**base, stamp=self._stamp(entry.suffix, st), content_hash=parsers.content_id(hashlib.sha256(data).hexdigest(), entry.suffix, ocr),
                       parse=parse, size=st.st_size, mtime_ns=st.st_mtime_ns)
 
 
