@@ -209,7 +209,8 @@ def text_image(lines: list[str], size: int = 33, turn: int = 0, noise: float = 0
     if noise:
         rng = random.Random(seed)
         image = image.filter(ImageFilter.GaussianBlur(0.7))
-        image.putdata([max(0, min(255, int(p + rng.gauss(0, noise)))) for p in image.getdata()])
+        image = Image.frombytes("L", image.size, bytes(max(0, min(255, int(p + rng.gauss(0, noise))))
+                                                         for p in image.tobytes()))
     if turn:
         image = image.rotate(turn, expand=True, fillcolor=255)
     out = io.BytesIO()

@@ -1,4 +1,4 @@
-"""OCR for real: text rendered by Pillow (turned, in a HEIC photo, on image-only PDF pages), a public scan
+"""OCR for real: text rendered by Pillow (turned, noisy JPEG, in a HEIC photo, on image-only PDF pages), a public scan
 (OCRmyPDF's c02-22.pdf, public domain), read by the RapidOCR models bundled in its wheel, with the network
 refused in the worker (a sitecustomize that fails every connect and writes down the attempt). Few, small images:
 the worker starts once for the module. Then through the pipeline: a note embedding a scan is found by the scan's
@@ -90,7 +90,7 @@ def test_a_turned_photo_is_read_the_right_way_up_and_heic_is_read(offline):
 
 def test_an_image_only_pdf_is_read_page_by_page_within_its_budget(offline, tmp_path):
     settings, _ = offline
-    pdf = image_pdf([text_image(RECEIPT), text_image(["Second page of the scan"])],
+    pdf = image_pdf([text_image(RECEIPT), text_image(["Second page of the scan"], noise=30, jpeg=True)],
                     text_pages={0: "A cover page with a text layer"})
     doc = parse(pdf, "scan.pdf", None, Limits(), settings)
     assert [(s.page, " ".join(s.text.split())) for s in doc.sections] == [
