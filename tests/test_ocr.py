@@ -19,6 +19,8 @@ from rag_pipelines.parsers.ocr_engines import ENGINES, OcrFailed, tsv_lines
 
 PUBLIC = Path(__file__).parent / "fixtures" / "public"
 RECEIPT = ["Invoice 2024-117 total 1234.50 EUR", "Paid by card at Cafe Luna"]
+TURNED = ["The quick brown fox jumps over the lazy dog again", "Invoice 2024-117 total 1234.50 EUR paid by card",
+          "Meeting room B at 3 pm with the design team"]
 GUARD = '''import os, socket
 def _refuse(*args, **kwargs):
     with open(os.environ["OCR_NETWORK_LOG"], "a") as log:
@@ -81,11 +83,11 @@ def test_a_turned_photo_is_read_the_right_way_up_and_heic_is_read(offline):
 
     import pillow_heif
 
-    turned = Image.open(io.BytesIO(text_image(["Meeting room B at 3 pm"], turn=90)))
+    turned = Image.open(io.BytesIO(text_image(TURNED, turn=270)))
     heic = io.BytesIO()
     pillow_heif.from_pillow(turned).save(heic, quality=90)
     doc = parse(heic.getvalue(), "IMG_0042.HEIC", None, Limits(), settings)
-    assert "Meeting room B at 3 pm" in words(doc)
+    assert doc.sections[0].text == "\n".join(TURNED)  # the lines in their order
 
 
 def test_an_image_only_pdf_is_read_page_by_page_within_its_budget(offline, tmp_path):

@@ -8,9 +8,11 @@ them all, else whichever covers more (the rest is said in `local-rag status`).
 An OcrRun reads the images of one item (an image file, the image-only pages of a PDF, a note's embedded
 images): each through the cache first (by image sha256 and engine key), then the engine, with what is left of
 limits.max_ocr_seconds as its time limit, and at most limits.max_ocr_pages engine reads per item. A page whose
-text sits in tall boxes is tried turned by 90° both ways, one read with low confidence turned by 180°; the best
-reading wins. What was not read is listed for the item's parse_warning. Pages already in the cache cost
-nothing, so a forced re-index of a long scan goes on where the budget stopped the last one.
+text sits in tall boxes (turned on its side: its lines come out in the wrong order) is read turned by 90°, and
+by 270° unless that reading is upright and confident; the better turned reading wins. One read with low
+confidence is tried turned by 180°, the better reading wins. What was not read is listed for the item's
+parse_warning. Pages already in the cache cost nothing, so a forced re-index of a long scan goes on where the
+budget stopped the last one.
 """
 
 from __future__ import annotations
@@ -118,16 +120,22 @@ class OcrRun:
     def _best(self, image) -> list:
         """The lines of the best orientation tried (see the module docstring)."""
         lines = self._lines(image)
-        if ocr_text.sideways(lines):
-            turns = (90, 270)
-        elif lines and ocr_text.confidence(lines) < ROTATE_BELOW:
-            turns = (180,)
-        else:
-            return lines
-        for turn in turns:
-            other = self._lines(image.rotate(turn, expand=True))
-            lines = other if ocr_text.score(other) > ocr_text.score(lines) else lines
+        if ocr_text.sideways(lines):  # its reading order is wrong whatever its score: a turned reading wins
+            return self._turned(image) or lines
+        if lines and ocr_text.confidence(lines) < ROTATE_BELOW:
+            other = self._lines(image.rotate(180, expand=True))
+            return other if ocr_text.score(other) > ocr_text.score(lines) else lines
         return lines
+
+    def _turned(self, image) -> list:
+        """The better reading of the image turned by 90° and by 270° (the second only when the first is poor)."""
+        best: list = []
+        for turn in (90, 270):
+            lines = self._lines(image.rotate(turn, expand=True))
+            best = lines if ocr_text.score(lines) > ocr_text.score(best) else best
+            if lines and not ocr_text.sideways(lines) and ocr_text.confidence(lines) >= ROTATE_BELOW:
+                break
+        return best
 
     def _lines(self, image) -> list:
         left = self.limits.max_ocr_seconds - self.spent - (time.monotonic() - self._start)
