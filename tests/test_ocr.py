@@ -113,7 +113,8 @@ def test_ocr_that_takes_too_long_is_stopped_and_named(offline, tmp_path):
 
 
 def test_a_public_scanned_pdf_is_read(offline):
-    """OCRmyPDF's tests/resources/c02-22.pdf: Huckleberry Finn, page 22, a scan with no text layer."""
+    """ocrmypdf/OCRmyPDF tests/resources/c02-22.pdf (public domain): Huckleberry Finn, page 22, a scan with no text
+    layer."""
     settings, _ = offline
     doc = parse((PUBLIC / "c02-22.pdf").read_bytes(), "c02-22.pdf", None, Limits(), settings)
     text = words(doc).lower()

@@ -35,7 +35,7 @@ def test_a_deck_gives_each_slide_its_title_body_table_and_notes():
 
 
 def test_public_decks_keep_their_tables_and_notes():
-    """python-pptx's own test decks (MIT): tables with merged cells, a notes slide."""
+    """scanny/python-pptx features/steps/test_files/tbl-cell.pptx and sld-notes.pptx (MIT): tables, a notes slide."""
     tables = parse((PUBLIC / "tbl-cell.pptx").read_bytes(), "tbl-cell.pptx")
     assert (("Slide 3",), 3, "a | b | c\nd | e | f\ng | h | i") in texts(tables)
     notes = parse((PUBLIC / "sld-notes.pptx").read_bytes(), "sld-notes.pptx")
@@ -67,7 +67,8 @@ def test_a_workbook_reads_rows_with_their_header_and_cites_sheet_and_rows():
 
 
 def test_a_public_workbook_and_a_password_protected_one():
-    """calamine's test workbooks (MIT): header rows; an encrypted workbook is an OLE file, not a zip."""
+    """tafia/calamine tests/temperature-table.xlsx and pass_protected.xlsx (MIT): header rows; an encrypted workbook
+    is an OLE file, not a zip."""
     doc = parse((PUBLIC / "temperature-table.xlsx").read_bytes(), "temperature-table.xlsx")
     assert texts(doc)[0] == (("Sheet1", "rows 2–3"), None, "label: celsius | value: 22.2222\nlabel: fahrenheit | value: 72")
     with pytest.raises(ParseError, match="password-protected") as err:
