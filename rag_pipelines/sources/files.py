@@ -274,8 +274,9 @@ class FileSource(BaseSource):
                                                        limits, ocr)
             return _with_metadata(doc, meta)
 
-        return Loaded(**base, stamp=self._stamp(entry.suffix, st), content_hash=parsers.content_id(hashlib.sha256(data).hexdigest(), entry.suffix, ocr),
-                      parse=parse, size=st.st_size, mtime_ns=st.st_mtime_ns)
+        content = parsers.content_id(hashlib.sha256(data).hexdigest(), entry.suffix, ocr)
+        return Loaded(**base, stamp=self._stamp(entry.suffix, st), content_hash=content, parse=parse, size=st.st_size,
+                      mtime_ns=st.st_mtime_ns)
 
 
     def _image(self, root: Path, target: str, note: str) -> Path | None:
