@@ -39,7 +39,15 @@ class Chunking(Model):
 class LimitsConfig(Model):
     max_file_mb: int = Field(Limits.max_file_mb, ge=1, description="Largest file read at all (MB).")
     max_text_mb: int = Field(Limits.max_text_mb, ge=1, description="Largest text-format file (Markdown, TXT, CSV, ...) in MB.")
-    max_unzipped_mb: int = Field(Limits.max_unzipped_mb, ge=1, description="Largest uncompressed content of a DOCX/EPUB (MB).")
+    max_unzipped_mb: int = Field(Limits.max_unzipped_mb, ge=1, description="Largest uncompressed content of a zipped "
+                                 "document: DOCX, EPUB, PPTX, XLSX, ODT/ODS/ODP (MB).")
+    max_cells: int = Field(Limits.max_cells, ge=1, description="Non-empty cells read from one workbook (XLSX, ODS).")
+    max_slides: int = Field(Limits.max_slides, ge=1, description="Slides read from one deck (PPTX, ODP).")
+    max_ocr_pages: int = Field(Limits.max_ocr_pages, ge=0, description="Images OCR'd for one item (scanned PDF pages, "
+                                                                       "a note's embedded images).")
+    max_ocr_seconds: float = Field(Limits.max_ocr_seconds, gt=0, description="Seconds OCR may take for one item.")
+    max_image_mpixels: float = Field(Limits.max_image_mpixels, gt=0, description="Largest image decoded for OCR "
+                                                                                 "(megapixels).")
     max_chunks: int = Field(Limits.max_chunks, ge=1, description="Most chunks one item may produce.")
     max_metadata_keys: int = Field(Limits.max_metadata_keys, ge=1, description="Metadata keys kept per item.")
     max_tags: int = Field(Limits.max_tags, ge=1, description="Tags kept per item.")

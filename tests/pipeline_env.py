@@ -30,6 +30,7 @@ def make_home(tmp_path: Path, monkeypatch, extra_collections: dict | None = None
                     "exclude_folders": ["Templates"],
                     "captures": [{"pattern": "Projects/(?<area>[^/]+)/**/*.md"}],
                     "metadata": {"owner": "me"},
+                    "ocr": False,  # OCR has its own tests (test_ocr*.py): these stay fast and image-free
                 }],
             },
             **(extra_collections or {}),

@@ -161,7 +161,8 @@ def index_vault(tmp_path, embedder, **source):
 
     vault = tmp_path / "vault"
     shutil.copytree(VAULT, vault)
-    cfg = validate_collection({"name": "notes", "sources": [{"type": "obsidian", "paths": [str(vault)], **source}]})
+    cfg = validate_collection({"name": "notes", "sources": [  # OCR off: its own tests (test_ocr.py) read images
+        {"type": "obsidian", "paths": [str(vault)], "ocr": False, **source}]})
     store = Store.open(tmp_path / "rag.db")
     sources = scan.open_sources(cfg)
     items.index_keys(store, embedder, cfg, [k for s in sources for k in s.scan().items], sources=sources)

@@ -63,11 +63,11 @@ def test_awkward_keys_work_as_dagster_partitions(tmp_path):
 
 def test_default_and_configured_excludes(tmp_path):
     for rel in [".obsidian/a.md", ".trash/b.md", ".git/c.md", "node_modules/p/d.md", ".hidden.md", "sub/.h/e.md",
-                "Templates/t.md", "keep/f.md", "g.MD", "h.png"]:
+                "Templates/t.md", "keep/f.md", "g.MD", "h.png", "i.exe"]:
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text("x")
     keys = set(scan_collection(cfg(tmp_path, exclude_folders=["Templates"])))
-    assert keys == {"keep/f.md", "g.MD"}
+    assert keys == {"keep/f.md", "g.MD", "h.png"}  # images are read by OCR (on by default)
 
 
 def test_symlink_cycles_are_cut(tmp_path):

@@ -1,9 +1,11 @@
 """Parsers: bytes of an item → Document. Plain functions, no Dagster; chosen by file suffix.
 
 `parse` guards every parser: size limits first, an empty file (0 bytes) of a format that cannot be empty,
-then binary detection for text formats and a zip-bomb check for DOCX/EPUB, all before any parser sees the
-bytes; PDF, DOCX and EPUB parsers get the limits to bound their own work; afterwards what the document adds
-to tags, metadata and links is bounded (see limits.py).
+then binary detection for text formats and a zip-bomb check for the zipped ones (DOCX, EPUB, PPTX, XLSX,
+ODT/ODS/ODP), all before any parser sees the bytes; the document parsers get the limits to bound their own
+work; afterwards what the document adds to tags, metadata and links is bounded (see limits.py). Given
+OcrSettings, image files and the image-only pages of PDFs are read by OCR (ocr.py), one OcrRun per item.
+Legacy binary Office files (.doc, .xls, .ppt) are recorded as `unsupported` with how to convert them.
 """
 
 from __future__ import annotations
@@ -17,10 +19,15 @@ from rag_pipelines.parsers.documents import check_zip, parse_html
 from rag_pipelines.parsers.docx import parse_docx
 from rag_pipelines.parsers.epub import parse_epub
 from rag_pipelines.parsers.errors import ParseError
+from rag_pipelines.parsers.images import SUFFIXES as IMAGE_SUFFIXES, parse_image
 from rag_pipelines.parsers.limits import Limits, bound_document, check_size, is_text_format
 from rag_pipelines.parsers.markdown import parse_markdown
+from rag_pipelines.parsers.ocr import OcrRun, OcrSettings
+from rag_pipelines.parsers.odf import parse_odf
 from rag_pipelines.parsers.pdf import parse_pdf
+from rag_pipelines.parsers.pptx import parse_pptx
 from rag_pipelines.parsers.text import binary_reason, decode
+from rag_pipelines.parsers.xlsx import parse_xlsx
 
 Parser = Callable[[bytes, str, "int | None"], Document]
 
@@ -93,7 +100,17 @@ PARSERS: dict[str, tuple[str, Parser]] = {
     "json": ("json", parse_text),
     "yaml": ("yaml", parse_text),
     "yml": ("yaml", parse_text),
+    "pptx": ("pptx", parse_pptx),
+    "xlsx": ("xlsx", parse_xlsx),
+    "xlsm": ("xlsx", parse_xlsx),
+    "odt": ("odt", parse_odf),
+    "ods": ("ods", parse_odf),
+    "odp": ("odp", parse_odf),
+    **{suffix: ("image", parse_image) for suffix in IMAGE_SUFFIXES},
 }
+# Word, Excel and PowerPoint 97-2003 files: binary formats no parser here reads; each is a clear failure.
+LEGACY = {"doc": ("Word", "docx"), "xls": ("Excel", "xlsx"), "ppt": ("PowerPoint", "pptx")}
+OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"  # a compound file: legacy Office, or an encrypted DOCX/XLSX/PPTX
 
 
 # A parser whose Document for the same bytes changed gets a higher version: it is part of the content identity
@@ -101,24 +118,40 @@ PARSERS: dict[str, tuple[str, Parser]] = {
 # cache). 2: streaming DOCX (text after an entity kept), EPUB chapters split at the table of contents' anchors,
 # PDF reading bounded by the limits.
 PARSER_VERSIONS = {"pdf": 2, "docx": 2, "epub": 2}
-BOUNDED = frozenset({"pdf", "docx", "epub"})  # parsers that take the limits and bound their own work
+BOUNDED = frozenset({"pdf", "docx", "epub", "pptx", "xlsx", "odt", "ods", "odp", "image"})  # take the limits
+ZIPPED = frozenset({"docx", "epub", "pptx", "xlsx", "odt", "ods", "odp"})  # checked for zip bombs first
+READS_IMAGES = frozenset({"pdf", "image"})  # parsers that take an OcrRun
 MAY_BE_EMPTY = frozenset({"markdown", "canvas"})  # an empty note or canvas is still a note (its name is its title)
 
 
 def source_type(suffix: str) -> str:
-    return PARSERS.get(suffix.lower(), ("unsupported", None))[0]
+    suffix = suffix.lower()
+    return suffix if suffix in LEGACY else PARSERS.get(suffix, ("unsupported", None))[0]
 
 
-def content_id(sha256: str, suffix: str) -> str:
-    """A file's content identity: its bytes' sha256, plus its parser's version when that is past the first."""
+def content_id(sha256: str, suffix: str, ocr: OcrSettings | None = None) -> str:
+    """A file's content identity: its bytes' sha256, plus its parser's version when that is past the first, plus
+    for a PDF or an image the OCR settings that read it (ocr_tag)."""
     version = PARSER_VERSIONS.get(source_type(suffix), 1)
-    return sha256 if version == 1 else f"{sha256}~p{version}"
+    return (sha256 if version == 1 else f"{sha256}~p{version}") + ocr_tag(suffix, ocr)
 
 
-def parse(data: bytes, filename: str, mtime_ns: int | None = None, limits: Limits | None = None) -> Document:
-    """The Document of one file's bytes, or ParseError (too_large, empty, binary, zip_bomb, corrupt, ...)."""
+def ocr_tag(suffix: str, ocr: OcrSettings | None) -> str:
+    """What OCR reads a file of this suffix with ("" for none): part of its change stamp and content identity, so
+    that turning OCR on or changing its engine or languages reads PDFs and images again (once)."""
+    if source_type(suffix) not in READS_IMAGES or ocr is None or not ocr.enabled:
+        return ""
+    return f"~ocr-{ocr.engine}-{'+'.join(ocr.languages)}"
+
+
+def parse(data: bytes, filename: str, mtime_ns: int | None = None, limits: Limits | None = None,
+          ocr: OcrSettings | None = None) -> Document:
+    """The Document of one file's bytes, or ParseError (too_large, empty, binary, zip_bomb, corrupt, ...).
+    With `ocr` (enabled), images and image-only PDF pages are read by OCR."""
     limits = limits or Limits()
     suffix = filename.rsplit(".", 1)[-1].lower() if "." in filename else ""
+    if suffix in LEGACY:
+        raise ParseError("unsupported", _legacy(filename, suffix))
     if suffix not in PARSERS:
         raise ParseError("unsupported", f"no parser for '.{suffix}' files; remove it from the include globs")
     stype, parser = PARSERS[suffix]
@@ -130,10 +163,26 @@ def parse(data: bytes, filename: str, mtime_ns: int | None = None, limits: Limit
     if is_text_format(filename) and (reason := binary_reason(data)):
         raise ParseError("binary", f"{filename} looks like binary data ({reason}), not {stype}; exclude it from "
                                    "the collection or give it the suffix of its real format")
-    if stype in ("docx", "epub"):
+    if stype in ZIPPED:
+        if data.startswith(OLE_MAGIC):
+            raise ParseError("encrypted", f"{filename} is not a zip archive as .{suffix} files are but an OLE compound "
+                                          "file: password-protected (remove the password and save it again to index "
+                                          f"it), or an old binary file renamed (save it as .{suffix})")
         check_zip(data, filename, limits)
-    doc = parser(data, filename, mtime_ns, limits) if stype in BOUNDED else parser(data, filename, mtime_ns)
+    if stype in READS_IMAGES:
+        run = OcrRun(ocr, limits) if ocr is not None and ocr.enabled else None
+        doc = parser(data, filename, mtime_ns, limits, run)
+    else:
+        doc = parser(data, filename, mtime_ns, limits) if stype in BOUNDED else parser(data, filename, mtime_ns)
     return bound_document(doc, limits)
 
 
-__all__ = ["PARSERS", "PARSER_VERSIONS", "Limits", "ParseError", "content_id", "parse", "parse_canvas", "parse_plain", "parse_text", "source_type"]
+def _legacy(filename: str, suffix: str) -> str:
+    app, modern = LEGACY[suffix]
+    return (f"{filename} is a {app} 97-2003 file (.{suffix}), a binary format local-rag does not read; save it as "
+            f".{modern} ({app}: File > Save As; or `soffice --headless --convert-to {modern} FILE`), or exclude "
+            f"**/*.{suffix}")
+
+
+__all__ = ["PARSERS", "PARSER_VERSIONS", "Limits", "OcrSettings", "ParseError", "content_id", "ocr_tag", "parse", "parse_canvas",
+           "parse_plain", "parse_text", "source_type"]

@@ -16,23 +16,22 @@ from __future__ import annotations
 import posixpath
 import re
 import zipfile
-from datetime import datetime, timezone
 
 from rag_search.records import Document, Section
 
-from rag_pipelines.parsers.documents import ZIP_ERRORS, member_path, open_zip, read_xml, stem
+from rag_pipelines.parsers.documents import ZIP_ERRORS, open_zip, stem
 from rag_pipelines.parsers.errors import ParseError
 from rag_pipelines.parsers.limits import MB, Limits, human_size
+from rag_pipelines.parsers.ooxml import core_properties, feed_part as _feed, iso_date as _date, related as _related
+from rag_pipelines.parsers.ooxml import split_tag as _split
 from rag_pipelines.parsers.webpage import label
 
 W = frozenset({"http://schemas.openxmlformats.org/wordprocessingml/2006/main",
                "http://purl.oclc.org/ooxml/wordprocessingml/main"})  # transitional and strict
 MC = "http://schemas.openxmlformats.org/markup-compatibility/2006"
-RELS = "{http://schemas.openxmlformats.org/package/2006/relationships}Relationship"
 LEFT_OUT = frozenset({"delText", "instrText", "delInstrText", "moveFrom"})
 LEFT = "-"  # the name _Body gives a left-out element
 RUN_CHARS = {"tab": "\t", "ptab": "\t", "br": "\n", "cr": "\n", "noBreakHyphen": "-"}
-PIECE = 1 << 20  # bytes of XML fed to the parser at a time
 FIX = "re-save it from Word (or LibreOffice)"
 
 
@@ -44,22 +43,13 @@ def parse_docx(data: bytes, filename: str, mtime_ns: int | None = None, limits: 
     styles = _style_names(zf, _related(zf, rels, posixpath.dirname(main), "/styles") or "word/styles.xml")
     body = _read_body(zf, main, filename, int(limits.max_text_mb * MB))
     title, sections = _sections(body.out, styles)
-    props = _core(zf, _related(zf, "_rels/.rels", "", "/core-properties") or "docProps/core.xml")
+    props = core_properties(zf)
     when = _date(props.get("modified")) or _date(props.get("created"))
     cut = f"the text after {human_size(limits.max_text_mb * MB)} was not read (limits.max_text_mb; raise it to " \
           "index the whole document)"
     return Document(title=props.get("title") or title or stem(filename), sections=tuple(sections),
                     ts=when or (mtime_ns // 1_000_000_000 if mtime_ns else None), author=props.get("creator"),
                     metadata={"parse_warning": cut} if body.full else {})
-
-
-def _related(zf: zipfile.ZipFile, rels: str, base: str, kind: str) -> str | None:
-    """The part a relationships part points to with a type ending in `kind` (inside the package only)."""
-    root = read_xml(zf, rels)
-    for rel in root.iter(RELS) if root is not None else ():
-        if rel.get("Type", "").endswith(kind) and rel.get("TargetMode") != "External":
-            return member_path(base, rel.get("Target", ""))
-    return None
 
 
 def _style_names(zf: zipfile.ZipFile, part: str) -> dict[str, str]:
@@ -81,30 +71,6 @@ def _read_body(zf: zipfile.ZipFile, part: str, filename: str, max_text: int) -> 
     if not found or not target.body:
         raise ParseError("corrupt", f"{filename} is not a readable DOCX (no document body in {part}); {FIX}")
     return target
-
-
-def _feed(zf: zipfile.ZipFile, part: str, target) -> bool:
-    """Feed a member to an lxml parser target a piece at a time until the target is full; False when missing."""
-    from lxml import etree
-
-    try:
-        zf.getinfo(part)
-    except KeyError:
-        return False
-    parser = etree.XMLParser(target=target, resolve_entities=False, load_dtd=False, no_network=True, recover=True)
-    try:
-        with zf.open(part) as stream:
-            while not target.full and (piece := stream.read(PIECE)):
-                parser.feed(piece)
-        parser.close()
-    except etree.LxmlError:
-        pass  # broken XML: keep what was read before the break
-    return True
-
-
-def _split(tag: str) -> tuple[str, str]:
-    namespace, _, name = tag[1:].partition("}") if tag[:1] == "{" else ("", "", tag)
-    return namespace, name
 
 
 class _Styles:
@@ -241,22 +207,3 @@ def _heading_level(style: str) -> int:
         return 1
     m = re.fullmatch(r"heading ?(\d)", style, re.IGNORECASE)
     return int(m.group(1)) if m else 0
-
-
-def _core(zf: zipfile.ZipFile, part: str) -> dict[str, str]:
-    """title, creator, created, modified of docProps/core.xml (those present and not empty)."""
-    from lxml import etree
-
-    root = read_xml(zf, part)
-    wanted = {"title", "creator", "created", "modified"}
-    found = ((etree.QName(el).localname, label(el.text or "")) for el in root.iter() if isinstance(el.tag, str)) \
-        if root is not None else ()
-    return {name: text for name, text in found if name in wanted and text}
-
-
-def _date(value: str | None) -> int | None:
-    try:
-        when = datetime.fromisoformat(value.replace("Z", "+00:00")) if value else None
-    except ValueError:
-        return None
-    return int(when.replace(tzinfo=when.tzinfo or timezone.utc).timestamp()) if when else None

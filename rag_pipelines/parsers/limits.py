@@ -2,7 +2,9 @@
 
 A file over a size limit is a ParseError("too_large") whose message names the setting to raise;
 a document over a count limit is trimmed (first ones kept) and says so in metadata["parse_warning"], as
-a PDF, DOCX or EPUB does when its text runs past limits.max_text_mb (its parser stops reading there).
+a PDF, DOCX, EPUB, PPTX, XLSX or OpenDocument file does when its text runs past limits.max_text_mb, a workbook
+past limits.max_cells or a deck past limits.max_slides (its parser stops reading there). OCR is bounded per
+image (limits.max_image_mpixels, pixels decoded at most) and per item (limits.max_ocr_pages, max_ocr_seconds).
 """
 
 from __future__ import annotations
@@ -30,7 +32,13 @@ class Limits:
     max_file_mb: float = 200  # any file, checked before it is read
     max_text_mb: float = 10  # raw size of text formats (md, txt, csv, json, yaml, rst, html, canvas); the text read
     # from a PDF, DOCX or EPUB (reading stops there), and a PDF's drawing instructions (see pdf.py)
-    max_unzipped_mb: float = 300  # total uncompressed size of the members of a DOCX / EPUB
+    max_unzipped_mb: float = 300  # total uncompressed size of the members of a zipped document (DOCX, EPUB, PPTX,
+    # XLSX, ODT/ODS/ODP)
+    max_cells: int = 100_000  # non-empty cells read from one workbook (XLSX, ODS); the rest is not read
+    max_slides: int = 2_000  # slides read from one deck (PPTX, ODP); the rest is not read
+    max_ocr_pages: int = 100  # images OCR'd for one item (image-only PDF pages, a note's embedded images)
+    max_ocr_seconds: float = 45  # time OCR may take for one item; pages after it are not read
+    max_image_mpixels: float = 60  # an image over this many megapixels is not decoded (JPEGs are decoded reduced)
     max_chunks: int = 5000  # chunks of one item (enforced by the pipeline after chunking)
     max_metadata_keys: int = 64  # metadata keys kept per item, first ones first
     max_tags: int = 200  # tags kept per item, first ones first

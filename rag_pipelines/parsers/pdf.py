@@ -6,6 +6,7 @@ when they are on the page), and takes ~1 µs per character: a page showing one 2
 measured first, decompressing at most the limit and keeping none of it: a page whose instructions exceed half
 of limits.max_text_mb is not read, and reading stops when the pages read so far reach 4 x limits.max_text_mb
 of instructions, or max_text_mb of text. What was not read is said in metadata["parse_warning"].
+Given an OcrRun, pages without text that show an image are read by OCR (pdf_ocr.py).
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ FLATE = frozenset({"FlateDecode", "Fl"})
 PIECE = 1 << 20  # bytes inflated at a time while measuring a stream
 
 
-def parse_pdf(data: bytes, filename: str, mtime_ns: int | None = None, limits: Limits | None = None) -> Document:
+def parse_pdf(data: bytes, filename: str, mtime_ns: int | None = None, limits: Limits | None = None,
+              ocr=None) -> Document:
     import pymupdf
 
     limits = limits or Limits()
@@ -37,38 +39,58 @@ def parse_pdf(data: bytes, filename: str, mtime_ns: int | None = None, limits: L
     with doc:
         if doc.needs_pass:
             raise ParseError("encrypted", "the PDF is password-protected; remove the password to index it")
-        sections, warnings = _pages(doc, limits)
+        sections, warnings, blank = _pages(doc, limits)
+        extra = _ocr(doc, sections, blank, warnings, ocr)
         meta = doc.metadata or {}
     if not sections:
         if warnings:
             raise ParseError("too_large", f"no page could be read within the limits: {'; '.join(warnings)}")
-        raise ParseError("no_text", "no extractable text (a scanned PDF? run OCR on it first, e.g. ocrmypdf)")
+        raise ParseError("no_text", "no extractable text (a scanned PDF?) " + (
+            "and OCR found none either" if ocr is not None and ocr.found else
+            f"and OCR could not read it ({ocr.why})" if ocr is not None and ocr.why else
+            "and OCR is off for this source: turn it on (ocr: true), or run OCR on it first (e.g. ocrmypdf)"))
     return Document(
         title=(meta.get("title") or "").strip() or stem(filename),
         sections=tuple(sections),
         ts=_pdf_date(meta.get("creationDate")) or (mtime_ns // 1_000_000_000 if mtime_ns else None),
         author=(meta.get("author") or "").strip() or None,
-        metadata={"pages": len(sections), **({"parse_warning": "; ".join(warnings)} if warnings else {})},
+        metadata={"pages": len(sections), **extra, **({"parse_warning": "; ".join(warnings)} if warnings else {})},
     )
 
 
-def _pages(doc, limits: Limits) -> tuple[list[Section], list[str]]:
-    """The sections of the pages read, and what was not read (over a page's or the document's budget)."""
+def _ocr(doc, sections: list[Section], blank: list[int], warnings: list[str], ocr) -> dict:
+    """Adds the OCR'd text of the blank pages that show an image to sections (in page order); its metadata."""
+    if ocr is None or not blank:
+        return {}
+    from rag_pipelines.parsers.pdf_ocr import ocr_metadata, ocr_pages
+
+    found = ocr_pages(doc, blank, ocr)
+    sections[:] = sorted(sections + found, key=lambda s: s.page or 0)
+    warnings += [ocr.warning()] if ocr.warning() else []
+    return ocr_metadata(ocr, sections, found)
+
+
+def _pages(doc, limits: Limits) -> tuple[list[Section], list[str], list[int]]:
+    """The sections of the pages read, what was not read (over a page's or the document's budget), and the
+    pages read that have no text."""
     page_cap, budget = int(limits.max_text_mb * MB * PAGE_SHARE), int(limits.max_text_mb * MB * TOTAL_FACTOR)
-    max_text, sections, too_big, read, text_size = int(limits.max_text_mb * MB), [], [], 0, 0
+    max_text, sections, too_big, read, text_size, blank = int(limits.max_text_mb * MB), [], [], 0, 0, []
     for number, page in enumerate(doc, start=1):
         size = instructions_size(doc, page, min(page_cap, budget - read) + 1)
         if size > page_cap:
             too_big.append(number)
             continue
         if read + size > budget or text_size > max_text:
-            return sections, _warnings(too_big, page_cap) + [_stopped(number, len(doc), read + size > budget, limits)]
+            stopped = _stopped(number, len(doc), read + size > budget, limits)
+            return sections, _warnings(too_big, page_cap) + [stopped], blank
         read += size
         text = page.get_text("text").strip()
         if text:
             text_size += len(text)
             sections.append(Section(text=text, page=number))
-    return sections, _warnings(too_big, page_cap)
+        else:
+            blank.append(number)
+    return sections, _warnings(too_big, page_cap), blank
 
 
 def _warnings(too_big: list[int], page_cap: int) -> list[str]:

@@ -3,7 +3,8 @@
 os.scandir walk that prunes excluded folders before entering them (the config's globs, then the `.ragignore` files
 on the way: ragignore.py), follows symlinked folders once (cycles are cut) and never follows a link that leads
 outside the source's roots unless the config says so. Scans never read contents; sha256 is computed only for
-candidates.
+candidates. Images are included (and read by OCR) while the source's `ocr` option is on; a note's embedded images
+add their text to it (note_images.py).
 """
 
 from __future__ import annotations
@@ -18,26 +19,45 @@ from typing import Iterator, Literal, Mapping, Sequence
 from pydantic import Field, field_validator
 
 from rag_pipelines import parsers
+from rag_pipelines.parsers.images import SUFFIXES as IMAGE_SUFFIXES
 from rag_pipelines.sources import ragignore
 from rag_pipelines.parsers.limits import Limits
+from rag_pipelines.parsers.ocr import OcrSettings
+from rag_pipelines.sources import note_images
 from rag_pipelines.sources.base import BaseSource, Loaded, ScanResult, SourceUnavailable, Stamp
 from rag_pipelines.sources.globs import GlobSet
 from rag_search.keys import path_key, readable
-from rag_pipelines.sources.options import Capture, SourceOptions, compile_capture, expand_paths
+from rag_pipelines.sources.options import Capture, Model, SourceOptions, compile_capture, expand_paths
 
 DEFAULT_EXCLUDES = (".obsidian/**", ".trash/**", ".git/**", "**/.*", "**/.*/**", "node_modules/**",
                     "**/node_modules/**", "__pycache__/**", "**/__pycache__/**", ".venv/**", "**/.venv/**")
-TEXT_SUFFIXES = ("md", "markdown", "canvas", "txt", "pdf", "docx", "html", "htm", "epub", "csv", "json", "yaml", "yml", "rst")
+# Office documents (slides, workbooks, OpenDocument) are attachments a vault or a project folder holds as much
+# as PDFs; legacy .doc/.xls/.ppt are included so that each is recorded with how to convert it.
+TEXT_SUFFIXES = ("md", "markdown", "canvas", "txt", "pdf", "docx", "html", "htm", "epub", "csv", "json", "yaml", "yml",
+                 "rst", "pptx", "xlsx", "xlsm", "odt", "ods", "odp", "doc", "xls", "ppt")
 DATA_SUFFIXES = ("csv", "json", "yaml", "yml")  # data and settings: a project's documents, never a vault's notes
 DEFAULT_INCLUDES = tuple(f"**/*.{s}" for s in TEXT_SUFFIXES)
 # A vault's notes, canvases and attached documents; not its data or settings files (site-options.json, a
 # plugin's data.json or .yaml exports outside .obsidian/), which are not notes.
 OBSIDIAN_INCLUDES = tuple(f"**/*.{s}" for s in TEXT_SUFFIXES if s not in DATA_SUFFIXES)
+IMAGE_INCLUDES = tuple(f"**/*.{s}" for s in IMAGE_SUFFIXES)  # while OCR is on: scans, screenshots, photos of text
 PLAIN_TYPES = {"text", "csv", "json", "yaml"}
 
 
-def default_includes(source_type: str) -> tuple[str, ...]:
-    return OBSIDIAN_INCLUDES if source_type == "obsidian" else DEFAULT_INCLUDES
+def default_includes(source_type: str, ocr: bool = True) -> tuple[str, ...]:
+    base = OBSIDIAN_INCLUDES if source_type == "obsidian" else DEFAULT_INCLUDES
+    return base + (IMAGE_INCLUDES if ocr else ())
+
+
+class OcrOptions(Model):
+    enabled: bool = Field(True, description="Read images and image-only PDF pages with OCR (on by default).")
+    engine: Literal["auto", "rapidocr", "tesseract"] = Field(
+        "auto", description="auto (RapidOCR, bundled, unless only Tesseract reads your languages), rapidocr or tesseract.")
+    languages: tuple[str, ...] = Field(("en",), min_length=1, description=(
+        "Languages of the text in your images (ISO codes: en, de, fr, zh, ...; Tesseract codes work too)."))
+
+    def settings(self) -> OcrSettings:
+        return OcrSettings(enabled=self.enabled, engine=self.engine, languages=self.languages)
 
 
 class FileOptions(SourceOptions):
@@ -51,6 +71,14 @@ class FileOptions(SourceOptions):
     exclude_folders: tuple[str, ...] = Field((), description="Folders (relative to a root) to skip entirely.")
     captures: tuple[Capture, ...] = Field((), description="Path patterns whose named captures become chunk metadata.")
     follow_symlinks_outside: bool = Field(False, description="Follow symlinks that lead outside the source's roots.")
+    ocr: OcrOptions = Field(default_factory=OcrOptions, description=(
+        "OCR of images, scanned PDF pages and a note's embedded images: `false` turns it off, or "
+        "{enabled, engine, languages}."))
+
+    @field_validator("ocr", mode="before")
+    @classmethod
+    def _ocr_switch(cls, v):
+        return {"enabled": v} if isinstance(v, bool) else v
 
     @field_validator("paths")
     @classmethod
@@ -59,7 +87,7 @@ class FileOptions(SourceOptions):
 
     @property
     def includes(self) -> tuple[str, ...]:
-        return self.include if self.include is not None else default_includes(self.type)
+        return self.include if self.include is not None else default_includes(self.type, self.ocr.enabled)
 
     @property
     def excludes(self) -> tuple[str, ...]:
@@ -77,10 +105,6 @@ class FileEntry:
     @property
     def suffix(self) -> str:
         return self.path.suffix.lower().lstrip(".")
-
-    @property
-    def stamp(self) -> str:
-        return f"{self.size}:{self.mtime_ns}"
 
     @property
     def uri(self) -> str:
@@ -109,12 +133,14 @@ class FileSource(BaseSource):
         self.options = options
         self.type = options.type  # type: ignore[misc]
         self.limits = limits or Limits()
+        self.ocr = options.ocr.settings()
         self.globs = GlobSet(options.includes, options.excludes)
         self.roots = [(root, self._join(sub)) for root, sub in root_labels(list(options.paths))]
         self._entries: dict[str, FileEntry] | None = None
         self._problems: dict[str, tuple[str, str]] = {}
         self._unavailable: str | None = None
         self._ignores = ragignore.Cache()
+        self._name_index: tuple | None = None
 
     def _join(self, sub: str | None) -> str | None:
         parts = [p for p in (self.label, sub) if p]
@@ -136,7 +162,7 @@ class FileSource(BaseSource):
                     result.problems[key] = problem
                     continue
                 entries[key] = FileEntry(key, root / rel, rel, st.st_size, st.st_mtime_ns)
-                result.items[key] = Stamp(entries[key].stamp, entries[key].uri)
+                result.items[key] = Stamp(self._stamp(entries[key].suffix, st), entries[key].uri)
         self._entries, self._problems = entries, dict(result.problems)
         return result
 
@@ -149,12 +175,16 @@ class FileSource(BaseSource):
         labels = [label for _, label in self.roots]
         return labels == [None] or any(key.startswith(f"{lb}/") for lb in labels if lb)
 
+    def _stamp(self, suffix: str, st: os.stat_result) -> str:
+        """Size and mtime, and what OCR reads the file with (parsers.ocr_tag): a change of either reads it again."""
+        return f"{st.st_size}:{st.st_mtime_ns}{parsers.ocr_tag(suffix, self.ocr)}"
+
     def same_content(self, key: str, sha256: str | None) -> bool:
         entry = (self._entries or {}).get(key)
         if entry is None or sha256 is None:
             return False
         try:
-            return parsers.content_id(sha256_file(entry.path), entry.suffix) == sha256
+            return parsers.content_id(sha256_file(entry.path), entry.suffix, self.ocr) == sha256
         except OSError:
             return False
 
@@ -246,22 +276,48 @@ class FileSource(BaseSource):
             try:
                 parsers.check_size(st.st_size, readable(entry.relpath), self.limits)  # before reading a byte of it
             except parsers.ParseError as exc:
-                return Loaded(**base, stamp=f"{st.st_size}:{st.st_mtime_ns}", size=st.st_size, mtime_ns=st.st_mtime_ns,
+                return Loaded(**base, stamp=self._stamp(entry.suffix, st), size=st.st_size, mtime_ns=st.st_mtime_ns,
                               error=(exc.kind, str(exc)))
             data = entry.path.read_bytes()
         except FileNotFoundError:
             return Loaded(**base, gone=True)
         except OSError as exc:
             return Loaded(**base, error=("unreadable", f"cannot read the file ({exc.strerror or exc}); check its permissions"))
-        rel, mtime, limits = readable(entry.relpath), st.st_mtime_ns, self.limits
+        rel, mtime, limits, ocr = readable(entry.relpath), st.st_mtime_ns, self.limits, self.ocr
         meta = captured_metadata(self.options, rel)
+        root = entry.path.parents[entry.relpath.count("/")]
 
         def parse():
-            doc = parsers.parse(data, rel, mtime, limits)
+            doc = parsers.parse(data, rel, mtime, limits, ocr)
+            if stype == "markdown":
+                doc = note_images.with_embedded_images(doc, entry.relpath, lambda t, n: self._image(root, t, n),
+                                                       limits, ocr)
             return _with_metadata(doc, meta)
 
-        return Loaded(**base, stamp=f"{st.st_size}:{st.st_mtime_ns}", content_hash=parsers.content_id(hashlib.sha256(data).hexdigest(), entry.suffix),
-                      parse=parse, size=st.st_size, mtime_ns=st.st_mtime_ns)
+        content = parsers.content_id(hashlib.sha256(data).hexdigest(), entry.suffix, ocr)
+        return Loaded(**base, stamp=self._stamp(entry.suffix, st), content_hash=content, parse=parse, size=st.st_size,
+                      mtime_ns=st.st_mtime_ns)
+
+
+    def _image(self, root: Path, target: str, note: str) -> Path | None:
+        """The file an embed names, as Obsidian resolves it (see note_images), inside the source's roots."""
+        direct = [target.lstrip("/"), os.path.normpath(os.path.join(os.path.dirname(note), target))]
+        for rel in direct:
+            path = root / rel
+            if not rel.startswith("..") and path.is_file() and _inside(path, self._allowed_roots()):
+                return path
+        rel = note_images.shortest(self._names().get((root, os.path.basename(target).lower()), ()))
+        return root / rel if rel and _inside(root / rel, self._allowed_roots()) else None
+
+    def _names(self) -> dict[tuple[Path, str], list[str]]:
+        """(root, lower-case file name) → the relative paths of the scanned files of that name (built once a scan)."""
+        if self._name_index is None or self._name_index[0] is not self._entries:
+            names: dict[tuple[Path, str], list[str]] = {}
+            for e in (self._entries or {}).values():
+                root = e.path.parents[e.relpath.count("/")]
+                names.setdefault((root, e.path.name.lower()), []).append(e.relpath)
+            self._name_index = (self._entries, names)
+        return self._name_index[1]
 
 
 def _with_metadata(doc, meta: dict):
@@ -366,6 +422,7 @@ def _source_type(name: str, summary: str, kind: str):
 
 
 SOURCES = [
-    _source_type("obsidian", "An Obsidian vault: notes, canvases and attached documents.", "system"),
-    _source_type("project", "Folders of documents: Markdown, PDF, DOCX, HTML, EPUB, text.", "project"),
+    _source_type("obsidian", "An Obsidian vault: notes, canvases, attached documents and images (OCR).", "system"),
+    _source_type("project", "Folders of documents: Markdown, PDF, DOCX, PPTX, XLSX, OpenDocument, HTML, EPUB, "
+                            "text, images (OCR).", "project"),
 ]

@@ -67,7 +67,25 @@ def status(app: App, as_json: bool):
     """Collections, counts, index size, embedder, last index times and failures."""
     st = reads.status(app.store)
     st.update(_runs(app))
-    echo_json(st) if as_json else click.echo(render_status(st))
+    st["ocr"] = _ocr(app)
+    echo_json(st) if as_json else click.echo(render_status(st) + "\n\n" + _ocr_lines(st["ocr"]))
+
+
+def _ocr(app: App) -> dict:
+    """The OCR engines there are, and the one each folder source uses (status is not on the search path)."""
+    from rag_pipelines.config import load_collections
+    from rag_pipelines.parsers import ocr_status
+
+    return {"engines": ocr_status.engines(), "sources": ocr_status.sources(load_collections(app.paths))}
+
+
+def _ocr_lines(ocr: dict) -> str:
+    lines = ["ocr engines: " + "; ".join(ocr["engines"].values())]
+    for src in ocr["sources"]:
+        use = ("off" if not src["enabled"] else
+               f"{src['engine']} ({', '.join(src['languages'])})" if src["engine"] else "no engine")
+        lines.append(f"  {src['collection']}/{src['source']}: {use}" + (f"; {src['missing']}" if src["missing"] else ""))
+    return "\n".join(lines)
 
 
 def _runs(app: App) -> dict:
@@ -116,7 +134,7 @@ def reembed(app: App, yes: bool):
 @click.option("--fix", is_flag=True, help="Apply pending schema migrations.")
 @pass_app
 def doctor(app: App, fix: bool):
-    """Check the SQLite extension, the index schema, the embedder and (if configured) Ollama."""
+    """Check the SQLite extension, the index schema, the embedder (and Ollama if configured) and OCR."""
     results = [_check(name, fn) for name, fn in _checks(app, fix)]
     for ok, name, detail in results:
         mark = click.style("ok  ", fg="green") if ok else click.style("FAIL", fg="red")
@@ -176,8 +194,17 @@ def _checks(app: App, fix: bool) -> list[tuple[str, Callable[[], str]]]:
         check_embedder(conn, app.embedder.id, app.embedder.dimensions, str(app.paths.db))
         return f"index built with {app.embedder.id}"
 
+    def ocr() -> str:
+        from rag_pipelines.parsers import ocr_status
+        from rag_pipelines.parsers.ocr_engines import OcrFailed
+
+        try:
+            return ocr_status.self_test()
+        except OcrFailed as exc:
+            raise RagError(f"OCR does not work: {exc}") from exc
+
     return [("sqlite", sqlite), ("config", config), ("schema", schema), ("embedder", embedder),
-            ("index embedder", match)]
+            ("index embedder", match), ("ocr", ocr)]
 
 
 @click.command("compact")
