@@ -37,7 +37,11 @@ def pooled(embedder, instance, run_id: str, step_key: str, slots: int):
         return embedder
     storage = instance.event_log_storage
     if storage.get_concurrency_info(POOL).slot_count != slots:
-        storage.set_concurrency_slots(POOL, slots)  # config.yaml is the source of the limit
+        try:
+            storage.set_concurrency_slots(POOL, slots)  # config.yaml is the source of the limit
+        except Exception:  # noqa: BLE001 - two runs starting at once both create the pool: one wins
+            if storage.get_concurrency_info(POOL).slot_count != slots:
+                raise
     return PooledEmbedder(embedder, instance, run_id, step_key)
 
 

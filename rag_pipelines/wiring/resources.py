@@ -5,9 +5,11 @@ import dagster as dg
 
 from rag_search.config import Paths, load_settings
 from rag_search.embedders import Embedder, load_embedder
+from rag_search.errors import ConfigError
 from rag_search.store import Store, open_store
 
 _open: dict[tuple, object] = {}
+_located: dict[str, object] = {}  # per home: where its store was, from the last good config.yaml
 
 
 def paths_for(home: str) -> Paths:
@@ -30,7 +32,13 @@ class RagResource(dg.ConfigurableResource):
 
     def store(self) -> Store:
         paths = self.paths()
-        location = load_settings(paths.config).store_location(paths)
+        try:
+            location = load_settings(paths.config).store_location(paths)
+            _located[str(paths.home)] = location
+        except ConfigError:  # config.yaml edited into an error: the store opened before stays in use
+            location = _located.get(str(paths.home))
+            if location is None:
+                raise
         key = ("store", str(location))
         if key not in _open:
             _open[key] = open_store(location, indexing=True)  # searches open their own connection

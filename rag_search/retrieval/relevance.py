@@ -56,7 +56,7 @@ def with_relevance(store: Store, query: str, hits: list[Hit], query_vector: np.n
     if not hits:
         return hits
     with store.lock:
-        idf = query_idf(store.conn, query, _items(store), {})
+        idf = query_idf(store.conn, query, _items(store), {}, postgres=store.postgres)
         cosine = _cosines(store, [h.chunk_id for h in hits], query_vector)
     return [replace(h, relevance=max(cosine.get(h.chunk_id, 0.0), word_share(idf, h))) for h in hits]
 

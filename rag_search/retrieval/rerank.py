@@ -114,11 +114,22 @@ def _fill_distances(store: Any, query: np.ndarray, candidates: list[Candidate]) 
             cand.second = dists[1] if len(dists) > 1 else dists[0]
 
 
-def query_idf(conn: Any, query: str, n_items: int, df_cache: dict[str, int]) -> dict[str, float]:
+def query_idf(conn: Any, query: str, n_items: int, df_cache: dict[str, int],
+              postgres: bool = False) -> dict[str, float]:
     """The query's stems → log(1 + items / items holding the word), counted as the keyword side counts (cached)."""
-    from rag_search.retrieval.keyword import ITEMS, Term, _df
+    from rag_search.retrieval.keyword import Term
 
-    return {_stem(w): math.log(1 + n_items / max(_df(conn, Term(w), df_cache, ITEMS), 1)) for w in query_words(query)}
+    if postgres:
+        from rag_search.retrieval import pg_keyword
+
+        def df(w: str) -> int:
+            return pg_keyword.df(conn, Term(w), df_cache, pg_keyword.ITEMS)
+    else:
+        from rag_search.retrieval.keyword import ITEMS, _df
+
+        def df(w: str) -> int:
+            return _df(conn, Term(w), df_cache, ITEMS)
+    return {_stem(w): math.log(1 + n_items / max(df(w), 1)) for w in query_words(query)}
 
 
 # -- the offline feature reranker -------------------------------------------------------------
