@@ -7,6 +7,22 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+
+def _signals_not_ignored() -> None:
+    """A suite started in the background (nohup, `cmd &` in a script) inherits SIGTERM/SIGINT/SIGQUIT ignored, and
+    so did every `tail -F` Dagster starts to mirror a run's output: its terminate() was ignored, the run waited 30 s
+    and failed, and the orphaned tails used up inotify instances (128), so later watchers saw no events."""
+    import signal
+
+    for sig in (signal.SIGTERM, signal.SIGQUIT):
+        if signal.getsignal(sig) == signal.SIG_IGN:
+            signal.signal(sig, signal.SIG_DFL)
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+_signals_not_ignored()
+
 from fakes import HashEmbedder  # noqa: E402
 from postgres_server import postgres_url  # noqa: E402,F401  (session fixture: a real PostgreSQL server)
 from multilingual_env import e5, e5_cache  # noqa: E402,F401  (session fixtures: e5 derived once per run)
