@@ -152,7 +152,7 @@ class BitMatrix:
             bits = _matrix(rows)
             bits.centre = centre
             with self.store.lock:
-                if self.stamp() == stamp:  # nothing was written while reading: the matrix is current
+                if not getattr(self.store, "closed", False) and self.stamp() == stamp:  # nothing written meanwhile
                     self._bits, self._stamp = bits, stamp
         except Exception:  # the database is busy or gone: queries keep using sqlite-vec
             pass

@@ -35,8 +35,14 @@ class Store:
             raise StoreError(f"The index at {path} needs a schema upgrade. Run `local-rag doctor --fix`.")
         return store
 
+    closed = False
+
     def close(self) -> None:
-        self.conn.close()
+        """Under the lock: a background reader of this connection (the server's bit matrix) never runs a statement
+        on it while it closes (that crashed the process)."""
+        with self.lock:
+            self.closed = True
+            self.conn.close()
 
     def __enter__(self) -> Store:
         return self
