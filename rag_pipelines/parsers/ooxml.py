@@ -50,6 +50,20 @@ def main_part(zf: zipfile.ZipFile, default: str) -> str:
     return related(zf, "_rels/.rels", "", "/officeDocument") or default
 
 
+def open_package(data: bytes, filename: str, default: str, what: str, part_name: str, fix: str):
+    """An OOXML package's zip, its main part's name and parsed root (PPTX, XLSX); a ParseError saying what to do
+    when the main part is missing or unreadable."""
+    from rag_pipelines.parsers.documents import open_zip
+    from rag_pipelines.parsers.errors import ParseError
+
+    zf = open_zip(data, filename)
+    main = main_part(zf, default)
+    root = read_xml(zf, main)
+    if root is None:
+        raise ParseError("corrupt", f"{filename} is not a readable {what} (no {part_name} part {main}); {fix}")
+    return zf, main, root
+
+
 def core_properties(zf: zipfile.ZipFile) -> dict[str, str]:
     """title, creator, created, modified of docProps/core.xml (those present and not empty)."""
     from lxml import etree

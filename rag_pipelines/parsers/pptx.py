@@ -14,10 +14,10 @@ import zipfile
 
 from rag_search.records import Document
 
-from rag_pipelines.parsers.documents import open_zip, read_xml, stem
+from rag_pipelines.parsers.documents import read_xml, stem
 from rag_pipelines.parsers.errors import ParseError
 from rag_pipelines.parsers.limits import Limits
-from rag_pipelines.parsers.ooxml import core_properties, iso_date, main_part, relationships
+from rag_pipelines.parsers.ooxml import core_properties, iso_date, open_package, relationships
 from rag_pipelines.parsers.slides import DeckText
 
 LEFT_OUT = frozenset({"dt", "ftr", "sldNum", "hdr", "sldImg"})  # placeholders that hold no content of the slide
@@ -27,11 +27,7 @@ FIX = "re-save it from PowerPoint, Keynote or LibreOffice Impress"
 
 def parse_pptx(data: bytes, filename: str, mtime_ns: int | None = None, limits: Limits | None = None) -> Document:
     limits = limits or Limits()
-    zf = open_zip(data, filename)
-    main = main_part(zf, "ppt/presentation.xml")
-    root = read_xml(zf, main)
-    if root is None:
-        raise ParseError("corrupt", f"{filename} is not a readable PPTX (no presentation part {main}); {FIX}")
+    zf, main, root = open_package(data, filename, "ppt/presentation.xml", "PPTX", "presentation", FIX)
     rels = relationships(zf, main)
     slides = [rels[rid][1] for rid in _slide_ids(root) if rid in rels]
     deck, skipped = DeckText(limits, len(slides)), []

@@ -17,10 +17,10 @@ from datetime import datetime, timedelta
 
 from rag_search.records import Document
 
-from rag_pipelines.parsers.documents import ZIP_ERRORS, open_zip, read_xml, stem
+from rag_pipelines.parsers.documents import ZIP_ERRORS, read_xml, stem
 from rag_pipelines.parsers.errors import ParseError
 from rag_pipelines.parsers.limits import MB, Limits
-from rag_pipelines.parsers.ooxml import core_properties, feed_part, iso_date, main_part, relationships, split_tag
+from rag_pipelines.parsers.ooxml import core_properties, feed_part, iso_date, open_package, relationships, split_tag
 from rag_pipelines.parsers.sheets import Cell, WorkbookText, column_number
 
 SHARED_FACTOR = 2  # the shared strings kept may hold this many times limits.max_text_mb of text
@@ -31,11 +31,7 @@ FIX = "re-save it from Excel or LibreOffice Calc"
 
 def parse_xlsx(data: bytes, filename: str, mtime_ns: int | None = None, limits: Limits | None = None) -> Document:
     limits = limits or Limits()
-    zf = open_zip(data, filename)
-    main = main_part(zf, "xl/workbook.xml")
-    root = read_xml(zf, main)
-    if root is None:
-        raise ParseError("corrupt", f"{filename} is not a readable XLSX (no workbook part {main}); {FIX}")
+    zf, main, root = open_package(data, filename, "xl/workbook.xml", "XLSX", "workbook", FIX)
     rels = relationships(zf, main)
     parts = {kind.rsplit("/", 1)[-1]: target for kind, target in rels.values()}
     book = WorkbookText(limits)
