@@ -23,6 +23,19 @@ def _signals_not_ignored() -> None:
 
 _signals_not_ignored()
 
+
+def _home_of_its_own() -> None:
+    """Tests that build a source without setting LOCAL_RAG_HOME wrote their caches (mbox tocs, OCR) into the
+    user's ~/.local-rag: the run gets a home of its own unless one is set (tests set theirs as they need)."""
+    import os
+    import tempfile
+
+    if not os.environ.get("LOCAL_RAG_HOME"):
+        os.environ["LOCAL_RAG_HOME"] = tempfile.mkdtemp(prefix="local-rag-tests-home-")
+
+
+_home_of_its_own()
+
 from fakes import HashEmbedder  # noqa: E402
 from postgres_server import postgres_url  # noqa: E402,F401  (session fixture: a real PostgreSQL server)
 from multilingual_env import e5, e5_cache  # noqa: E402,F401  (session fixtures: e5 derived once per run)
