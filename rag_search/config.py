@@ -178,6 +178,13 @@ class DagsterSettings(_Section):
         description="Embedding calls at once across all runs on PostgreSQL (Dagster pool local_rag_embedder): 1 = "
                     "one Ollama request or one CPU model at a time; raise it for a GPU server or an Ollama pool.",
     )
+    workers: int = Field(
+        1, ge=1, le=64,
+        description="Processes that index one run's items at once (default 1). Each loads its own model and writes "
+                    "to the store; pays with the index on PostgreSQL (store: postgresql://) and the embedding on "
+                    "an Ollama pool or more cores than one model uses. Runs of fewer than 50 items per worker use "
+                    "fewer.",
+    )
 
     @field_validator("storage")
     @classmethod

@@ -13,9 +13,10 @@ from rag_pipelines.indexing import progress
 from rag_pipelines.config import CollectionConfig, current_collection, safe_name
 from rag_pipelines.indexing.items import IndexStats, index_keys
 from rag_pipelines.indexing.lock import collection_lock
+from rag_pipelines.indexing.workers import index_in_workers, worker_count, worker_jobs
 from rag_pipelines.indexing.plan import plan_sync
 from rag_pipelines.wiring import checks, outcomes
-from rag_pipelines.wiring.pool import pooled
+from rag_pipelines.wiring.pool import pooled, uses_pool
 from rag_pipelines.wiring.resources import RagResource
 from rag_pipelines.wiring.shards import Layout, stale
 
@@ -211,7 +212,7 @@ def _index(context, cfg: CollectionConfig, layout: Layout, rag: RagResource,
     store = rag.store()
     step = str(getattr(context, "op_execution_context", context).op_handle)
     embedder = pooled(rag.embedder(), context.instance, context.run.run_id, step,
-                      load_settings(rag.paths().config).dagster.embedder_slots)  # one model at a time across runs
+                      _slots(rag))  # one model at a time across runs
     stats = IndexStats()
     events = outcomes.ItemEvents(context, layout, cfg, store, embedder.id, stats)
 
@@ -219,11 +220,17 @@ def _index(context, cfg: CollectionConfig, layout: Layout, rag: RagResource,
         events(item_key, outcome)
         progress.notify(item_key, outcome)
 
-    trigger = context.run.tags.get("local_rag/trigger", "dagster")
+    trigger, workers = context.run.tags.get("local_rag/trigger", "dagster"), worker_count(rag.paths(), len(keys))
     try:
         with collection_lock(rag.paths().db, cfg.name, trigger, on_wait=context.log.info):  # one run at a time
-            index_keys(store, embedder, cfg, keys, force=force, on_item=on_item, on_work=progress.notify_work,
-                       stats=stats)
+            if workers > 1:
+                context.log.info(f"indexing {len(keys)} items in {workers} worker processes (dagster.workers)")
+                jobs = worker_jobs(rag.paths(), cfg, keys, workers, force, _pool(context, rag, step))
+                index_in_workers(store, jobs, on_item=on_item, on_work=progress.notify_work, stats=stats,
+                                 log=context.log.info)
+            else:
+                index_keys(store, embedder, cfg, keys, force=force, on_item=on_item, on_work=progress.notify_work,
+                           stats=stats)
     finally:
         events.flush()  # items written before an error keep their materialisations
     events.finish()
@@ -233,3 +240,14 @@ def _index(context, cfg: CollectionConfig, layout: Layout, rag: RagResource,
             f"{k}: {m}" for k, _, m in stats.failures[:10]))
         return outcomes.items_failed(stats, events.failed)
     return None
+
+
+def _slots(rag: RagResource) -> int:
+    return load_settings(rag.paths().config).dagster.embedder_slots
+
+
+def _pool(context, rag: RagResource, step: str) -> tuple | None:
+    """What a worker process needs to take turns at the embedder with every other run (PostgreSQL instance)."""
+    if not uses_pool(context.instance):
+        return None
+    return context.instance.get_ref(), context.run.run_id, step, _slots(rag)
