@@ -13,6 +13,7 @@ import numpy as np
 from rag_search.retrieval.filters import SqlFilter
 from rag_search.retrieval.vector import EXACT_SCOPE_LIMIT
 from rag_search.store.pg.connection import vector_text
+from rag_search.store.pg.schema import bits_centre, bits_sql
 
 COARSE_FACTOR = 4  # Hamming candidates per wanted row, rescored by their float vectors
 COARSE_MIN = 200
@@ -24,7 +25,7 @@ def knn(conn: Any, query: np.ndarray, limit: int, scope: int, collection_ids: tu
     q = vector_text(query)
     where, params = _where(collection_ids, rest)
     if scope > EXACT_SCOPE_LIMIT:
-        rows = _binary(conn, q, len(query), limit, where, params)
+        rows = _binary(conn, query, limit, where, params)
         if len(rows) >= limit:
             return rows, False
     rows = conn.execute(f"SELECT v.chunk_id, v.embedding <=> ?::vector AS d FROM chunk_vec v{where} "
@@ -45,14 +46,25 @@ def _where(collection_ids: tuple[int, ...], rest: SqlFilter) -> tuple[str, list[
     return (joins + (" WHERE " + " AND ".join(parts) if parts else "")), params
 
 
-def _binary(conn: Any, q: str, dims: int, limit: int, where: str, params: list[Any]) -> list[tuple[int, float]]:
+def _binary(conn: Any, query: np.ndarray, limit: int, where: str, params: list[Any]) -> list[tuple[int, float]]:
     """Hamming candidates from the HNSW index over the sign bits, rescored by cosine distance."""
-    wide = max(limit * COARSE_FACTOR, COARSE_MIN)
-    bits = f"binary_quantize(v.embedding)::bit({int(dims)}) <~> binary_quantize(?::vector)"
+    wide, q, dims = max(limit * COARSE_FACTOR, COARSE_MIN), vector_text(query), len(query)
     with conn.raw.transaction():
+        centre = bits_centre(conn)
+        coarse = q if centre is None else vector_text(np.asarray(query, dtype=np.float32) - _parse(centre))
         conn.execute("SELECT set_config('hnsw.ef_search', ?, true), set_config('hnsw.iterative_scan', "
                      "'relaxed_order', true)", (str(min(max(wide, 40), 1000)),))
-        rows = conn.execute(
-            f"SELECT chunk_id, d FROM (SELECT v.chunk_id, v.embedding <=> ?::vector AS d FROM chunk_vec v{where} "
-            f"ORDER BY {bits} LIMIT ?) s ORDER BY d, chunk_id LIMIT ?", (q, *params, q, wide, limit)).fetchall()
+        rows = conn.execute(binary_sql(where, dims, centre), (q, *params, coarse, wide, limit)).fetchall()
     return [(int(c), float(d)) for c, d in rows]
+
+
+def binary_sql(where: str, dims: int, centre: str | None) -> str:
+    """Candidates by Hamming distance (ordered by the index's own expression, or the planner cannot use it),
+    rescored by cosine distance. Parameters: query, filters, the query's vector for the bits, candidates, limit."""
+    bits = f"{bits_sql('v.embedding', dims, centre)} <~> binary_quantize(?::vector)"
+    return (f"SELECT chunk_id, d FROM (SELECT v.chunk_id, v.embedding <=> ?::vector AS d FROM chunk_vec v{where} "
+            f"ORDER BY {bits} LIMIT ?) s ORDER BY d, chunk_id LIMIT ?")
+
+
+def _parse(text: str) -> np.ndarray:
+    return np.asarray([float(x) for x in text.strip("[]").split(",")], dtype=np.float32)

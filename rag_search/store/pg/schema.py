@@ -184,9 +184,23 @@ def create_vector_table(conn: Any, dims: int, index: bool = True) -> None:
 
 
 def create_vector_index(conn: Any, dims: int) -> None:
-    """HNSW over the vectors' sign bits (built after a bulk load is far cheaper than row by row)."""
+    """HNSW over the vectors' sign bits (built after a bulk load is far cheaper than row by row), centred as the
+    recorded embedder's are (meta `bits_centre`, written by record_embedder before the table is made)."""
     conn.execute(f"CREATE INDEX chunk_vec_bits ON chunk_vec USING hnsw "
-                 f"((binary_quantize(embedding)::bit({int(dims)})) bit_hamming_ops)")
+                 f"(({bits_sql('embedding', dims, bits_centre(conn))}) bit_hamming_ops)")
+
+
+def bits_sql(column: str, dims: int, centre: str | None) -> str:
+    """The sign bits the index holds and the queries order by: of the vector, or of the vector minus the
+    embedder's centre (multilingual-e5's vectors all point one way: uncentred, their signs hardly differ)."""
+    vector = column if centre is None else f"({column} - '{centre}'::vector)"
+    return f"binary_quantize({vector})::bit({int(dims)})"
+
+
+def bits_centre(conn: Any) -> str | None:
+    """The centre the sign bits are taken from, as pgvector text, or None."""
+    row = conn.execute("SELECT value FROM meta WHERE key = 'bits_centre'").fetchone()
+    return None if row is None else row[0]
 
 
 def name_id(item_id: int, n: int) -> int:

@@ -37,10 +37,18 @@ def write_item_names(conn: Any, item_id: int, title: str, key: str, source_type:
 def reset_vectors(conn: Any, embedder_id: str, dims: int) -> None:
     """An empty vector table for another embedder (`local-rag reembed`), recorded in meta."""
     conn.execute("DROP TABLE IF EXISTS chunk_vec")
+    record_embedder(conn, embedder_id, dims)  # first: the index is centred as the embedder needs
     create_vector_table(conn, dims)
-    record_embedder(conn, embedder_id, dims)
 
 
 def record_embedder(conn: Any, embedder_id: str, dims: int) -> None:
-    conn.executemany("INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                     [("embedder_id", embedder_id), ("dimensions", str(dims))])
+    """The index's embedder, and the centre its sign bits are taken from (if the embedder has one)."""
+    from rag_search.embedders.centres import bits_centre_of
+
+    upsert = "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+    conn.executemany(upsert, [("embedder_id", embedder_id), ("dimensions", str(dims))])
+    centre = bits_centre_of(embedder_id)
+    if centre is None:
+        conn.execute("DELETE FROM meta WHERE key = 'bits_centre'")
+    else:
+        conn.execute(upsert, ("bits_centre", vector_text(centre)))
