@@ -4,9 +4,10 @@ local-rag's own loaders, the manifests against Kubernetes' schemas, and the imag
 
 The chart files in tests/fixtures/dagster_chart/ come from github.com/dagster-io/dagster (Apache-2.0),
 helm/dagster/values.schema.json and helm/dagster/values.yaml at commit 437f92d953812a3efdf5a464ba196eb3fcd9a777
-(master, Dagster 1.12 era: the newest consistent pair of the two files that could be read here; the 1.13.27 chart
-itself could not be fetched). The schema is the file as it is; of values.yaml only the data is kept (comments left
-out). The schema's Kubernetes `$ref`s point at a remote v1.19.0 _definitions.json; they are resolved against the
+(master from before the chart's `ui:` values: the newest consistent pair of the two files that could be read
+here; the 1.13.27 chart itself could not be fetched). The schema is the file as it is (re-serialised with the same
+4-space layout: 130,765 characters, as the original); of values.yaml only the data is kept, without its comments. The
+schema's Kubernetes `$ref`s point at a remote v1.19.0 _definitions.json; they are resolved against the
 definitions kubernetes-validate ships in its wheel, so nothing is fetched.
 """
 
@@ -115,8 +116,9 @@ def test_the_schema_check_rejects_what_helm_would(path, bad):
 # -- the run launcher and the code location against dagster-k8s ---------------------------------
 
 def run_launcher_config() -> dict:
-    """The run_launcher config the chart writes into dagster.yaml (its _run-launcher.tpl, "dagsterYaml.runLauncher.k8s"):
-    the keys it maps from runLauncher.config.k8sRunLauncher, with the release's names."""
+    """The run_launcher config the chart writes into dagster.yaml (its _run-launcher.tpl,
+    "dagsterYaml.runLauncher.k8s"): the keys it maps from runLauncher.config.k8sRunLauncher, with the release's
+    names."""
     merged = merged_values()
     k8s = merged["runLauncher"]["config"]["k8sRunLauncher"]
     run_k8s = {snake(k): v for k, v in (k8s.get("runK8sConfig") or {}).items() if v}
