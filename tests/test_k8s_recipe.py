@@ -22,7 +22,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 import yaml
@@ -256,6 +256,28 @@ def test_config_and_manifests_name_the_same_things(tmp_path):
     assert values()["global"]["postgresqlSecretName"] == manifest("Secret", "local-rag-postgres")["metadata"]["name"]
 
 
+@pytest.mark.postgres
+def test_urls_without_a_password_connect_with_pgpassword(postgres_url, tmp_path, monkeypatch):
+    """config.yaml's URLs hold no password; the pods get PGPASSWORD from the Secret. Against a real server that asks
+    for a password: local-rag's store connection (psycopg) and its Dagster instance check (psycopg2, as
+    dagster-postgres) connect with it, and are refused without it."""
+    from rag_pipelines.wiring.instance import check_postgres
+    from rag_search.errors import ConfigError, StoreError
+    from rag_search.store.pg.connection import PgConnection
+
+    parts = urlsplit(postgres_url)
+    bare = urlunsplit(parts._replace(netloc=f"{parts.username}@{parts.hostname}:{parts.port}"))
+    monkeypatch.setenv("PGPASSFILE", str(tmp_path / "no-pgpass"))
+    monkeypatch.delenv("PGPASSWORD", raising=False)
+    with pytest.raises(StoreError):
+        PgConnection.connect(bare)
+    with pytest.raises(ConfigError):
+        check_postgres(bare)
+    monkeypatch.setenv("PGPASSWORD", parts.password)
+    PgConnection.connect(bare).raw.close()
+    check_postgres(bare)
+
+
 # -- the manifests against Kubernetes' schemas --------------------------------------------------
 
 @pytest.mark.parametrize("doc", manifests(), ids=lambda d: f"{d['kind']}/{d['metadata']['name']}")
@@ -326,8 +348,8 @@ def test_the_images_command_serves_the_code_location(tmp_path):
     port = _free_port()
     command = grpc_command("127.0.0.1", port)
     command[0] = str(Path(sys.executable).parent / "dagster")  # the entry point pip installs, as in the image
-    server = subprocess.Popen(command, env=adapted_home(tmp_path), stdout=subprocess.DEVNULL,
-                              stderr=(tmp_path / "server.log").open("wb"))
+    with (tmp_path / "server.log").open("wb") as log:
+        server = subprocess.Popen(command, env=adapted_home(tmp_path), stdout=subprocess.DEVNULL, stderr=log)
     try:
         wait_until_serving(DagsterGrpcClient(port=port, host="127.0.0.1"), server, tmp_path / "server.log")
         origin = GrpcServerCodeLocationOrigin(host="127.0.0.1", port=port, location_name="rag")
