@@ -1,6 +1,8 @@
-"""The Kubernetes recipe in deploy/k8s/, checked as far as it can be without a cluster: the Helm values against the
-Dagster chart's own schema, the run launcher's and code location's config against dagster-k8s's, config.yaml through
-local-rag's own loaders, the manifests against Kubernetes' schemas, and the image's command serving the code location.
+"""The Kubernetes recipe in deploy/k8s/, checked as far as it can be without a cluster.
+
+The Helm values against the Dagster chart's own schema, the run launcher's and code location's config against
+dagster-k8s's, config.yaml through local-rag's own loaders, the manifests against Kubernetes' schemas, and the
+image's command serving the code location.
 
 The chart files in tests/fixtures/dagster_chart/ come from github.com/dagster-io/dagster (Apache-2.0),
 helm/dagster/values.schema.json and helm/dagster/values.yaml at commit 437f92d953812a3efdf5a464ba196eb3fcd9a777
