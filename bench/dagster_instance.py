@@ -1,7 +1,7 @@
 """Indexing time with the Dagster instance on SQLite vs PostgreSQL, and two collections in parallel on PostgreSQL.
 
     python bench/dagster_instance.py [--notes 2000] [--embedder fake|builtin] [--postgres URL] [--store]
-    python bench/dagster_instance.py --workers [--notes 400] [--repeats 3]
+    python bench/dagster_instance.py --workers [--notes 400] [--repeats 3] [--ollama-delay 0.5]
 
 N generated Markdown notes (Zipf prose, ~1-3 chunks each) in two collections of N/2, indexed into a fresh
 LOCAL_RAG_HOME (rag.db on SQLite either way) three times:
@@ -46,9 +46,17 @@ if sys.argv[2] == "fake":
     resources._open[("embedder", load_settings(paths.config).embedder.model_dump_json(), paths.ollama_host)] = \\
         HashEmbedder()
 t0 = time.perf_counter()
-for s in index_collections(Paths.from_env(), sys.argv[1].split(",")):
-    print(s.line().splitlines()[0])
+summaries = index_collections(Paths.from_env(), sys.argv[1].split(","))
 seconds = time.perf_counter() - t0
+import ast, dagster as dg
+instance = dg.DagsterInstance.get()
+for s in summaries:  # the run's own figures, as its log has them: time writing to the store, waiting for vectors
+    figures = [ast.literal_eval(e.user_message.split(": ", 1)[1]) for r in s.run_ids for e in instance.all_logs(r)
+               if (e.user_message or "").startswith(s.collection + ": {")]
+    spent = {k: round(sum(f.get(k, 0) for f in figures), 1) for k in ("seconds_writing", "seconds_embedding")}
+    print(s.line().splitlines()[0] + f" writing {spent['seconds_writing']} s, waiting for vectors "
+          f"{spent['seconds_embedding']} s")
+instance.dispose()
 from rag_search.store import open_store
 paths = Paths.from_env()
 with open_store(load_settings(paths.config).store_location(paths)) as store:
@@ -69,13 +77,14 @@ def notes(folder: Path, n: int, seed: int) -> None:
         (folder / f"n{i:05d}.md").write_text(f"# Note {i}\n\n{paras}\n", encoding="utf-8")
 
 
-def home(base: Path, data: Path, dagster, store: str | None = None) -> dict:
+def home(base: Path, data: Path, dagster, store: str | None = None, embedder: dict | None = None) -> dict:
     """A fresh home over the notes (the index on `store` when given); the environment of its processes."""
     if base.exists():
         shutil.rmtree(base)
     base.mkdir(parents=True)
     collections = {c: {"sources": [{"type": "project", "paths": [str(data / c)]}]} for c in COLLECTIONS}
-    config = {"dagster": dagster, "collections": collections, **({"store": store} if store else {})}
+    config = {"dagster": dagster, "collections": collections, **({"store": store} if store else {}),
+              **({"embedder": embedder} if embedder else {})}
     (base / "config.yaml").write_text(yaml.safe_dump(config))
     env = {k: v for k, v in os.environ.items() if k not in ("LOCAL_RAG_DB", "LOCAL_RAG_CONFIG")}
     env.update(LOCAL_RAG_HOME=str(base), DAGSTER_HOME=str(base / "dagster"),
@@ -111,25 +120,32 @@ def measure(label: str, env: dict, embedder: str, parallel: bool) -> float:
     return wall
 
 
-def compare_workers(work: Path, base_url: str, repeats: int) -> None:
-    """Both collections (one run each, one after the other) with 1 and 2 worker processes, rag.db vs PostgreSQL."""
+def compare_workers(work: Path, base_url: str, repeats: int, ollama_delay: float | None = None) -> None:
+    """Both collections (one run each, one after the other) with 1 and 2 worker processes, rag.db vs PostgreSQL.
+    With `ollama_delay`, the embedder is an Ollama stand-in answering each batch after that many seconds, many
+    at once (the embedding elsewhere, on a pool: what workers are for); else the bundled model on this machine."""
+    from contextlib import nullcontext
     from statistics import median
 
+    from ollama_standin import OllamaStandIn
     from postgres_server import fresh_database
 
     walls: dict[str, list[float]] = {}
-    for r in range(repeats):
-        for where in ("rag.db", "PostgreSQL"):
-            for workers in (1, 2):
-                label = f"index on {where}, {workers} worker process{'es' if workers > 1 else ''}"
-                dagster, store = {"storage": "sqlite", "workers": workers}, None
-                if where == "PostgreSQL":
-                    dagster = {"storage": fresh_database(base_url, f"bench_w{r}{workers}d"), "workers": workers,
-                               "embedder_slots": workers}
-                    store = fresh_database(base_url, f"bench_w{r}{workers}s")
-                walls.setdefault(label, []).append(
-                    measure(label, home(work / f"w{r}{where[0]}{workers}", work / "data", dagster, store), "builtin",
-                            False))
+    with OllamaStandIn(delay=ollama_delay) if ollama_delay is not None else nullcontext() as standin:
+        embedder = {"provider": "ollama", "model": "bge-m3"} if standin else None
+        for r in range(repeats):
+            for where in ("rag.db", "PostgreSQL"):
+                for workers in (1, 2):
+                    label = f"index on {where}, {workers} worker process{'es' if workers > 1 else ''}"
+                    dagster, store = {"storage": "sqlite", "workers": workers}, None
+                    if where == "PostgreSQL":
+                        dagster = {"storage": fresh_database(base_url, f"bench_w{r}{workers}d"),
+                                   "workers": workers, "embedder_slots": workers}
+                        store = fresh_database(base_url, f"bench_w{r}{workers}s")
+                    env = home(work / f"w{r}{where[0]}{workers}", work / "data", dagster, store, embedder)
+                    if standin:
+                        env["OLLAMA_HOST"] = standin.host
+                    walls.setdefault(label, []).append(measure(label, env, "builtin", False))
     print("medians: " + "; ".join(f"{k}: {median(v):.1f} s" for k, v in walls.items()), flush=True)
 
 
@@ -141,6 +157,8 @@ def main() -> None:
     ap.add_argument("--store", action="store_true", help="also with the index on PostgreSQL, 1 and 2 processes")
     ap.add_argument("--workers", action="store_true", help="only: dagster.workers 1 vs 2, rag.db vs PostgreSQL")
     ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--ollama-delay", type=float, help="with --workers: embed on an Ollama stand-in that answers "
+                    "each batch after this many seconds (tests/ollama_standin.py), many batches at once")
     args = ap.parse_args()
     from postgres_server import fresh_database, start_server, stop_server
 
@@ -152,10 +170,10 @@ def main() -> None:
         base_url = args.postgres or server.url
         for i, c in enumerate(COLLECTIONS):
             notes(work / "data" / c, args.notes // 2, seed=i)
-        model = "builtin" if args.workers else args.embedder
+        model = ("ollama stand-in" if args.ollama_delay is not None else "builtin") if args.workers else args.embedder
         print(f"{args.notes} notes in {len(COLLECTIONS)} collections, embedder {model}", flush=True)
         if args.workers:
-            return compare_workers(work, base_url, args.repeats)
+            return compare_workers(work, base_url, args.repeats, args.ollama_delay)
         measure("instance on SQLite, one process", home(work / "h1", work / "data", "sqlite"), args.embedder, False)
         url = fresh_database(base_url, "bench_sequential")
         measure("instance on PostgreSQL, one process", home(work / "h2", work / "data", url), args.embedder, False)
