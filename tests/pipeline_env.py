@@ -36,9 +36,15 @@ def make_home(tmp_path: Path, monkeypatch, extra_collections: dict | None = None
             **(extra_collections or {}),
         }
     }
+    return use_home(home, config, monkeypatch), vault
+
+
+def use_home(home: Path, config: dict, monkeypatch) -> Paths:
+    """`config` written as the home's config.yaml, and the environment pointed at that home (and its Dagster)."""
+    home.mkdir(exist_ok=True)
     (home / "config.yaml").write_text(yaml.safe_dump(config))
     monkeypatch.setenv("LOCAL_RAG_HOME", str(home))
     monkeypatch.delenv("LOCAL_RAG_DB", raising=False)
     monkeypatch.delenv("LOCAL_RAG_CONFIG", raising=False)
     monkeypatch.setenv("DAGSTER_HOME", str(home / "dagster"))
-    return Paths.from_env(), vault
+    return Paths.from_env()

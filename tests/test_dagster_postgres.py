@@ -14,6 +14,7 @@ import dagster as dg
 import pytest
 import yaml
 from ollama_standin import OllamaStandIn
+from pipeline_env import use_home
 from postgres_server import fresh_database
 
 from rag_pipelines.wiring.instance import ensure_instance, render
@@ -63,15 +64,8 @@ def make_home(tmp_path, monkeypatch, dagster, notes=12) -> Paths:
         for i in range(notes):
             (folder / f"{name}{i:02d}.md").write_text(f"# {name} {i}\n\n" + f"{name} note {i} on herons. " * 40)
         collections[name] = {"sources": [{"type": "project", "paths": [str(folder)]}]}
-    home = tmp_path / "home"
-    home.mkdir()
     config = {"embedder": {"provider": "ollama", "batch_size": 4}, "dagster": dagster, "collections": collections}
-    (home / "config.yaml").write_text(yaml.safe_dump(config))
-    monkeypatch.setenv("LOCAL_RAG_HOME", str(home))
-    monkeypatch.setenv("DAGSTER_HOME", str(home / "dagster"))
-    for var in ("LOCAL_RAG_DB", "LOCAL_RAG_CONFIG"):
-        monkeypatch.delenv(var, raising=False)
-    return Paths.from_env()
+    return use_home(tmp_path / "home", config, monkeypatch)
 
 
 def wait_for(predicate, seconds=120.0):

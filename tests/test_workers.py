@@ -12,7 +12,7 @@ import time
 import dagster as dg
 import psutil
 import pytest
-import yaml
+from pipeline_env import use_home
 
 from rag_pipelines.indexing import progress
 from rag_pipelines.indexing.runs import index_collections
@@ -32,18 +32,11 @@ def make_home(tmp_path, monkeypatch, notes: int, workers: int, store: str | None
     for i in range(notes):
         body = " ".join(WORDS[(i * 7 + j) % len(WORDS)] for j in range(120))
         (folder / f"n{i:03}.md").write_text(f"# Note {i}\n\nMarker zq{i:03}x sits here. {body}\n")
-    home = tmp_path / "home"
-    home.mkdir()
     config = {"dagster": {"workers": workers},
               "collections": {"notes": {"sources": [{"type": "project", "paths": [str(folder)]}]}}}
     if store:
         config["store"] = store
-    (home / "config.yaml").write_text(yaml.safe_dump(config))
-    monkeypatch.setenv("LOCAL_RAG_HOME", str(home))
-    monkeypatch.setenv("DAGSTER_HOME", str(home / "dagster"))
-    for name in ("LOCAL_RAG_DB", "LOCAL_RAG_CONFIG"):
-        monkeypatch.delenv(name, raising=False)
-    return Paths.from_env()
+    return use_home(tmp_path / "home", config, monkeypatch)
 
 
 def worker_lines(run_ids: list[str]) -> list[str]:
