@@ -1,5 +1,7 @@
 """Keyword retrieval on the PostgreSQL store: the same terms as rag.db's FTS5 side (keyword.parse_terms), as a
-tsquery over `chunks.tsv` and `item_docs.tsv`, ranked by ts_rank × IDF with the same column weights, filters inside.
+tsquery over `chunks.tsv` and `item_docs.tsv`, ranked by BM25 as FTS5's bm25() (k1 1.2, b 0.75, the title counting
+twice), filters inside. BM25 is computed from what a tsvector holds: a word's count in the row from ts_rank (ZETA2),
+the row's length as its tsvector's size.
 
 A term is a phrase of its words (`'kube' <-> 'proxy'`), a prefix ends in `:*`, a mixed-case identifier also
 matches its split form; terms are ORed. The budgets are rag.db's (keyword.search): on large indexes single words
@@ -30,21 +32,28 @@ CHUNKS, ITEMS, NAMES = "chunks", "item_docs", "item_names"
 WEIGHTS = "'{0.1, 0.25, 0.5, 1.0}'"  # D, C (keywords), B (text), A (title): FTS5's bm25(2.0, 1.0, 0.5) by ratio
 QUERY = f"to_tsquery('{TS_CONFIG}', ?)"
 _ID = {CHUNKS: "id", ITEMS: "item_id", NAMES: "id"}
-ROW_BUDGET = 2_000  # rows ranked per statement at most (ts_rank reads each one's tsvector)
+ROW_BUDGET = 2_000  # rows ranked per statement at most (ranking reads each one's tsvector)
+K1, B = 1.2, 0.75  # BM25's (FTS5's bm25())
+# ts_rank of one word with every weight 1 and no normalization is sum(1/j^2 for j <= tf) / ZETA2: tf = round(1 /
+# (ZETA2 * (1 - rank)) - 0.5) recovers the word's count in the row (a term in the title counts once more, as FTS5's
+# title weight 2)
+ZETA2 = 1.6449341
+AVG_SAMPLE = 1_000
 
 
-def _words(text: str, prefix: bool) -> str:
-    quoted = [f"'{w}'" for w in text.split()]
+def _words(text: str, prefix: bool, weight: str = "") -> str:
+    words = text.split()
+    quoted = [f"'{w}'" + (f":{weight}" if weight else "") for w in words]
     if prefix and quoted:
-        quoted[-1] += ":*"
+        quoted[-1] = f"'{words[-1]}':*{weight}"
     joined = " <-> ".join(quoted)
     return f"({joined})" if len(quoted) > 1 else joined
 
 
-def term_query(t: Term) -> str:
+def term_query(t: Term, weight: str = "") -> str:
     """One term in to_tsquery syntax (its words are \\w+ runs: nothing to escape but the quoting)."""
-    own = _words(t.text, t.prefix)
-    return f"({own} | {_words(t.split, t.prefix)})" if t.split else own
+    own = _words(t.text, t.prefix, weight)
+    return f"({own} | {_words(t.split, t.prefix, weight)})" if t.split else own
 
 
 def expression(terms: list[Term], joiner: str = " | ") -> str | None:
@@ -94,18 +103,23 @@ def _scope(where: SqlFilter, table: str) -> tuple[str, str, str]:
     return "c", ("" if where.empty else " JOIN items i ON i.id = c.item_id"), ("" if where.empty else f" AND {where.sql}")
 
 
-def ranked_sql(where: SqlFilter, table: str, idfs: list[float], parts: int = 1) -> str:
-    """Ids and their negated score, best first. Params: per part `?` (a tsquery text), the filters' params and `?`
-    (that part's row limit); `?` (rows ranked at most); one `?` per idf (each term's tsquery text); `?` (limit). The candidates are the parts' rows in order (each part's rows from the GIN index), at most that
-    many of them; only they are scored: the sum of each term's ts_rank times its IDF (ts_rank alone weighs every
-    word the same: a word in half the rows counts as much as a rare one, where BM25 would hardly count it)."""
+def ranked_sql(where: SqlFilter, table: str, idfs: list[float], avgdl: float, parts: int = 1) -> str:
+    """Ids and their negated BM25, best first. Params: per part `?` (a tsquery text), the filters' params and `?`
+    (that part's row limit); `?` (rows ranked at most); per term `?` `?` (its tsquery text, twice) and `?` (the
+    same in the title, weight A); `?` (limit). A phrase's count is not what ts_rank's gives a word: it counts 1. Each candidate's tsvector is read once (`|| ''` makes it a value in memory:
+    the functions after it would each read it from its compressed, out-of-line storage again)."""
     alias, joins, cond = _scope(where, table)
     rows, key = (f"item_docs {alias}", "item_id") if table == ITEMS else (f"chunks {alias}{joins}", "id")
     part = f"(SELECT {alias}.{key} AS k FROM {rows} WHERE {alias}.tsv @@ {QUERY}{cond} LIMIT ?)"
-    rank = " + ".join(f"{w:.6f} * ts_rank({WEIGHTS}, r.tsv, {QUERY}, 1)" for w in idfs)
+    tf = f"round(1 / greatest({ZETA2} * (1 - ts_rank('{{1,1,1,1}}', r.tsv, {QUERY}, 0)), 0.004) - 0.5)"
+    xs = ", ".join(f"greatest({tf}, (r.tsv @@ {QUERY})::int) + (r.tsv @@ {QUERY})::int AS x{i}"
+                   for i in range(len(idfs)))
+    norm = f"{K1} * ({1 - B} + {B} * dl / {max(avgdl, 1.0):.3f})"
+    score = " + ".join(f"{w:.6f} * x{i} * {K1 + 1} / (x{i} + {norm})" for i, w in enumerate(idfs))
     return (f"WITH cand AS MATERIALIZED (SELECT k FROM ({' UNION ALL '.join([part] * parts)}) p LIMIT ?) "
-            f"SELECT r.{key}, -({rank}) AS score FROM {table} r WHERE r.{key} IN (SELECT k FROM cand) "
-            f"ORDER BY score, r.{key} LIMIT ?")
+            f"SELECT k, -({score}) AS score FROM (SELECT r.{key} AS k, pg_column_size(r.tsv) AS dl, {xs} FROM "
+            f"(SELECT r.{key}, r.tsv || ''::tsvector AS tsv FROM {table} r WHERE r.{key} IN (SELECT k FROM cand) "
+            "OFFSET 0) r) s ORDER BY score, k LIMIT ?")
 
 
 def idf(n_total: int, rows: int) -> float:
@@ -126,7 +140,7 @@ def search(conn: Any, terms: list[Term], where: SqlFilter, limit: int, n_total: 
     if rare:
         run.dropped = [t.text for t in common]
         run.rare = n_total <= COMMON_MIN_DOCS or not any(t.phrase or t.prefix for t in rare)
-        return _fill(run, _ranked(conn, rare, " | ", where, table, limit, n_total, counted, run))
+        return _fill(run, _ranked(conn, rare, " | ", where, table, limit, n_total, counted, run, df_cache))
     ranked = common
     if may_skip:  # a word in very many rows leaves the AND (rag.db: its whole doclist is read per ranked query)
         ranked = [t for t in common if df(conn, t, df_cache, table, AND_MAX_DOCS) <= AND_MAX_DOCS]
@@ -135,10 +149,10 @@ def search(conn: Any, terms: list[Term], where: SqlFilter, limit: int, n_total: 
     if may_skip and (not ranked or count(conn, table, expression(ranked, " & "), budget + 1) > budget):
         run.dropped = [t.text for t in common]
         return run
-    rows = _ranked(conn, ranked, " & ", where, table, limit, n_total, counted, run)
+    rows = _ranked(conn, ranked, " & ", where, table, limit, n_total, counted, run, df_cache)
     if len(rows) < limit and not (rows and count(conn, table, expression(terms), RANK_BUDGET * 5 + 1)
                                   > RANK_BUDGET * 5):  # the OR of very common words would rank most of the index
-        rows = _ranked(conn, terms, " | ", where, table, limit, n_total, counted, run)
+        rows = _ranked(conn, terms, " | ", where, table, limit, n_total, counted, run, df_cache)
     return _fill(run, rows)
 
 
@@ -148,17 +162,27 @@ def _fill(run: KeywordRun, rows: list) -> KeywordRun:
 
 
 def _ranked(conn: Any, terms: list[Term], joiner: str, where: SqlFilter, table: str, limit: int, n_total: int,
-            counted: dict[Term, int], run: KeywordRun) -> list:
+            counted: dict[Term, int], run: KeywordRun, cache: dict[str, Any]) -> list:
     """The terms' rows, best first; at most ROW_BUDGET candidates ranked (the module docstring)."""
     run.expression = expression(terms, joiner)
     parts = [run.expression]
     if joiner == " | " and len(terms) > 1:  # rows holding every term first, then each term's, rarest first
         parts = [expression(terms, " & ")] + [term_query(t) for t in sorted(terms, key=lambda t: counted[t])]
     params = (*(p for q in parts for p in (q, *where.params, ROW_BUDGET)), ROW_BUDGET,
-              *(term_query(t) for t in terms), limit)
+              *(p for t in terms for p in (term_query(t), term_query(t), term_query(t, "A"))), limit)
+    sql = ranked_sql(where, table, [idf(n_total, counted[t]) for t in terms], avg_size(conn, table, cache), len(parts))
     with index_scans(conn):
-        return conn.execute(ranked_sql(where, table, [idf(n_total, counted[t]) for t in terms], len(parts)),
-                            params).fetchall()
+        return conn.execute(sql, params).fetchall()
+
+
+def avg_size(conn: Any, table: str, cache: dict[str, Any]) -> float:
+    """The mean size of the table's tsvectors in bytes (BM25's average length: a tsvector's size grows with its
+    words and their positions), from its first AVG_SAMPLE rows, cached per index state (as df)."""
+    key = f"pg:{table}:avg_size"
+    if key not in cache:
+        cache[key] = float(conn.execute(f"SELECT COALESCE(avg(pg_column_size(tsv || ''::tsvector)), 1) FROM "
+                                        f"(SELECT tsv FROM {table} LIMIT {AVG_SAMPLE}) s").fetchone()[0])
+    return cache[key]
 
 
 def exact_items(conn: Any, terms: list[Term], where: SqlFilter, max_items: int) -> dict[int, list[str]]:
