@@ -71,3 +71,36 @@ def test_hybrid_leaves_an_and_of_common_words_over_the_budget_to_the_vector_side
         assert len(hybrid.hits) == 10  # the vector side answers
         ranked = engine.search(SearchRequest("alpha beta", mode="keyword"))
         assert ranked.keyword_expression is not None and len(ranked.hits) == 10  # keyword mode still ranks the AND
+
+
+DOCS = {  # lengths and word counts on which ts_rank x IDF and BM25 disagree
+    "short.md": "solar panels",
+    "twice.md": "solar panels and more solar energy for the roof",
+    "long.md": "solar " + " ".join(f"filler{i}" for i in range(80)),
+    "long3.md": "solar solar solar " + " ".join(f"filler{i}" for i in range(80)),
+    "panel.md": "the panels of the roof",
+    "both.md": "panels on a roof, solar power, wind power and batteries in the garage of the house",
+    "wind.md": "wind turbines and wind farms",
+}
+PHRASES = {"kube.md": "kube-proxy crashed", "logs.md": "the logs of the roof", "logs2.md": "more logs from the farm",
+           "logs3.md": "logs and logs"}
+
+
+@pytest.mark.parametrize("docs, query", [(DOCS, "solar"), (DOCS, "solar panels"), (DOCS, "solar wind"),
+                                         (PHRASES, "kube-proxy logs")])
+def test_chunks_rank_in_rag_db_bm25_order(docs, query, tmp_path, postgres_url, fake_embedder):
+    """The PostgreSQL store's BM25 (counts from ts_rank, lengths from tsvector sizes) orders rows as FTS5's bm25():
+    a word twice in a short row before once, a long row after a short one, the rarer word first; a phrase's match
+    counts (ts_rank's value for a phrase is no count of it)."""
+    order = {}
+    for name, location in (("sqlite", str(tmp_path / "rag.db")),
+                           ("postgres", fresh_database(postgres_url, f"t_{uuid.uuid4().hex[:12]}"))):
+        with open_store(location) as store:
+            for key, text in docs.items():
+                add_doc(store, fake_embedder, "n", key, text, title="" if key == "short.md" else key[:-3])
+            module = keyword if name == "sqlite" else pg_keyword
+            run = module.search(store.conn, parse_terms(query), build_where(Filters()), 10, len(docs), {},
+                                module.CHUNKS)
+            keys = dict(store.conn.execute("SELECT c.id, i.key FROM chunks c JOIN items i ON i.id = c.item_id"))
+            order[name] = [keys[i] for i in run.ids]
+    assert order["postgres"] == order["sqlite"]
