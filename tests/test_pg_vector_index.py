@@ -1,5 +1,6 @@
-"""The sign-bit HNSW index of the PostgreSQL store is built with the memory its graph needs (schema.create_vector_index):
-with the server's default (64 MB) pgvector builds a graph of more than ~86k rows on disk, far slower."""
+"""The sign-bit HNSW index of the PostgreSQL store is built with the memory its graph needs
+(schema.create_vector_index): with the server's default (64 MB) pgvector builds a graph of more than ~86k rows on
+disk, far slower."""
 
 from __future__ import annotations
 

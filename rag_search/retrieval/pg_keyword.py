@@ -100,14 +100,17 @@ def _scope(where: SqlFilter, table: str) -> tuple[str, str, str]:
         cond = "" if where.empty else (" AND EXISTS (SELECT 1 FROM chunks c JOIN items i ON i.id = c.item_id "
                                         f"WHERE c.item_id = d.item_id AND {where.sql})")
         return "d", "", cond
-    return "c", ("" if where.empty else " JOIN items i ON i.id = c.item_id"), ("" if where.empty else f" AND {where.sql}")
+    if where.empty:
+        return "c", "", ""
+    return "c", " JOIN items i ON i.id = c.item_id", f" AND {where.sql}"
 
 
 def ranked_sql(where: SqlFilter, table: str, idfs: list[float], avgdl: float, parts: int = 1) -> str:
     """Ids and their negated BM25, best first. Params: per part `?` (a tsquery text), the filters' params and `?`
     (that part's row limit); `?` (rows ranked at most); per term `?` `?` (its tsquery text, twice) and `?` (the
-    same in the title, weight A); `?` (limit). A phrase's count is not what ts_rank's gives a word: it counts 1. Each candidate's tsvector is read once (`|| ''` makes it a value in memory:
-    the functions after it would each read it from its compressed, out-of-line storage again)."""
+    same in the title, weight A); `?` (limit). A phrase's ts_rank is no count of it: a matching phrase counts 1.
+    Each candidate's tsvector is read once (`|| ''` makes it a value in memory: the functions after it would each
+    read it from its compressed, out-of-line storage again)."""
     alias, joins, cond = _scope(where, table)
     rows, key = (f"item_docs {alias}", "item_id") if table == ITEMS else (f"chunks {alias}{joins}", "id")
     part = f"(SELECT {alias}.{key} AS k FROM {rows} WHERE {alias}.tsv @@ {QUERY}{cond} LIMIT ?)"
