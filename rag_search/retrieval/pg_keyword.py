@@ -1,49 +1,88 @@
 """Keyword retrieval on the PostgreSQL store: the same terms as rag.db's FTS5 side (keyword.parse_terms), as a
-tsquery over `chunks.tsv` and `item_docs.tsv`, ranked by ts_rank with the same column weights, filters inside.
+tsquery over `chunks.tsv` and `item_docs.tsv`, ranked by BM25 as FTS5's bm25() (k1 1.2, b 0.75, the title counting
+twice), filters inside. BM25 is computed from what a tsvector holds: a word's count in the row from ts_rank (ZETA2),
+the row's length as its tsvector's size.
 
 A term is a phrase of its words (`'kube' <-> 'proxy'`), a prefix ends in `:*`, a mixed-case identifier also
-matches its split form; terms are ORed. On large indexes single words in more than COMMON_MIN_DOCS rows are
-left out while rarer words remain (as on rag.db: ranking every row of a very common word is what costs);
-if every word is common they are ANDed. Scores are negated (lower is better, as FTS5's rank).
+matches its split form; terms are ORed. The budgets are rag.db's (keyword.search): on large indexes single words
+in more than COMMON_MIN_DOCS rows are left out while rarer words remain; if every word is common they are ANDed,
+in hybrid search skipped when that AND would rank more than RANK_BUDGET rows (the vector side carries the query),
+and the OR of common words is the fallback only when it would rank at most RANK_BUDGET × 5 rows.
+Scores are negated (lower is better, as FTS5's rank).
+
+Ranking reads each matching row's tsvector (an item's is ~10 kB, compressed out of line: ~8 us a row), so at
+most ROW_BUDGET rows are ranked: candidates are taken from the GIN index in a cheap order of likely relevance
+(rows holding every term, then rows of each term from the rarest up) and only they are scored. Where fewer rows
+match, every one is ranked (the same hits as an unbounded ranking). Statements run with sequential scans off:
+the planner does not count the cost of reading those tsvectors, and picks a scan that reads them all.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 from rag_search.retrieval.filters import SqlFilter
-from rag_search.retrieval.keyword import COMMON_MIN_DOCS, STOPWORDS, KeywordRun, Term, _literally
+from rag_search.retrieval.keyword import (AND_MAX_DOCS, COMMON_MIN_DOCS, RANK_BUDGET, STOPWORDS, UNRANKABLE_FRACTION,
+                                          KeywordRun, Term, _literally)
 from rag_search.store.pg.schema import TS_CONFIG
 
 CHUNKS, ITEMS, NAMES = "chunks", "item_docs", "item_names"
 WEIGHTS = "'{0.1, 0.25, 0.5, 1.0}'"  # D, C (keywords), B (text), A (title): FTS5's bm25(2.0, 1.0, 0.5) by ratio
 QUERY = f"to_tsquery('{TS_CONFIG}', ?)"
 _ID = {CHUNKS: "id", ITEMS: "item_id", NAMES: "id"}
+ROW_BUDGET = 2_000  # rows ranked per statement at most (ranking reads each one's tsvector)
+K1, B = 1.2, 0.75  # BM25's (FTS5's bm25())
+# ts_rank of one word with every weight 1 and no normalization is sum(1/j^2 for j <= tf) / ZETA2: tf = round(1 /
+# (ZETA2 * (1 - rank)) - 0.5) recovers the word's count in the row (a term in the title counts once more, as FTS5's
+# title weight 2)
+ZETA2 = 1.6449341
+AVG_SAMPLE = 1_000
 
 
-def _words(text: str, prefix: bool) -> str:
-    quoted = [f"'{w}'" for w in text.split()]
+def _words(text: str, prefix: bool, weight: str = "") -> str:
+    words = text.split()
+    quoted = [f"'{w}'" + (f":{weight}" if weight else "") for w in words]
     if prefix and quoted:
-        quoted[-1] += ":*"
+        quoted[-1] = f"'{words[-1]}':*{weight}"
     joined = " <-> ".join(quoted)
     return f"({joined})" if len(quoted) > 1 else joined
 
 
-def term_query(t: Term) -> str:
+def term_query(t: Term, weight: str = "") -> str:
     """One term in to_tsquery syntax (its words are \\w+ runs: nothing to escape but the quoting)."""
-    own = _words(t.text, t.prefix)
-    return f"({own} | {_words(t.split, t.prefix)})" if t.split else own
+    own = _words(t.text, t.prefix, weight)
+    return f"({own} | {_words(t.split, t.prefix, weight)})" if t.split else own
 
 
 def expression(terms: list[Term], joiner: str = " | ") -> str | None:
     return joiner.join(term_query(t) for t in terms) if terms else None
 
 
+@contextmanager
+def index_scans(conn: Any) -> Iterator[None]:
+    """Statements inside read full-text matches through the GIN indexes (sequential scans off, in a transaction):
+    a seq scan evaluates @@ on every row's tsvector, which the planner prices as free (a word in 45% of 100k
+    items, counted to 5,001: 31 ms by seq scan, 2 ms by the index). Nested uses share the outer transaction (a
+    search stage pays its three round trips once)."""
+    if conn.index_scans:
+        yield
+        return
+    with conn.raw.transaction():
+        conn.execute("SELECT set_config('enable_seqscan', 'off', true)")
+        conn.index_scans = True
+        try:
+            yield
+        finally:
+            conn.index_scans = False
+
+
 def count(conn: Any, table: str, expr: str, cap: int) -> int:
     """Rows matching the expression, counted up to `cap`."""
-    return conn.execute(f"SELECT count(*) FROM (SELECT 1 FROM {table} WHERE tsv @@ {QUERY} LIMIT ?) m",
-                        (expr, cap)).fetchone()[0]
+    with index_scans(conn):
+        return conn.execute(f"SELECT count(*) FROM (SELECT 1 FROM {table} WHERE tsv @@ {QUERY} LIMIT ?) m",
+                            (expr, cap)).fetchone()[0]
 
 
 def df(conn: Any, term: Term, cache: dict[str, int], table: str = CHUNKS, upto: int = COMMON_MIN_DOCS) -> int:
@@ -54,23 +93,36 @@ def df(conn: Any, term: Term, cache: dict[str, int], table: str = CHUNKS, upto: 
     return cache[key]
 
 
-def ranked_sql(where: SqlFilter, table: str, idfs: list[float] = ()) -> str:
-    """Ids and their negated score for: one `?` per idf (each term's tsquery text), `?` (the whole expression), the
-    filters' params, `?` (limit). The score sums each term's ts_rank times its IDF (ts_rank alone weighs every word
-    the same: a word in half the rows counts as much as a rare one, where BM25 would hardly count it); without idfs
-    it is the expression's ts_rank."""
-    alias = "d" if table == ITEMS else "c"
-    rank = " + ".join(f"{idf:.6f} * ts_rank({WEIGHTS}, {alias}.tsv, to_tsquery('{TS_CONFIG}', ?), 1)" for idf in idfs)
-    score = f"-({rank})" if idfs else f"-ts_rank({WEIGHTS}, {alias}.tsv, q, 1)"
+def _scope(where: SqlFilter, table: str) -> tuple[str, str, str]:
+    """(alias, joins, AND-condition) that keep a statement over `table` to the rows passing the filters; an item
+    passes when one of its chunks does."""
     if table == ITEMS:
         cond = "" if where.empty else (" AND EXISTS (SELECT 1 FROM chunks c JOIN items i ON i.id = c.item_id "
                                         f"WHERE c.item_id = d.item_id AND {where.sql})")
-        return (f"SELECT d.item_id, {score} AS score FROM {QUERY} q, item_docs d "
-                f"WHERE d.tsv @@ q{cond} ORDER BY score, d.item_id LIMIT ?")
-    joins = "" if where.empty else " JOIN items i ON i.id = c.item_id"
-    cond = "" if where.empty else f" AND {where.sql}"
-    return (f"SELECT c.id, {score} AS score FROM {QUERY} q, chunks c{joins} "
-            f"WHERE c.tsv @@ q{cond} ORDER BY score, c.id LIMIT ?")
+        return "d", "", cond
+    if where.empty:
+        return "c", "", ""
+    return "c", " JOIN items i ON i.id = c.item_id", f" AND {where.sql}"
+
+
+def ranked_sql(where: SqlFilter, table: str, idfs: list[float], avgdl: float, parts: int = 1) -> str:
+    """Ids and their negated BM25, best first. Params: per part `?` (a tsquery text), the filters' params and `?`
+    (that part's row limit); `?` (rows ranked at most); per term `?` `?` (its tsquery text, twice) and `?` (the
+    same in the title, weight A); `?` (limit). A phrase's ts_rank is no count of it: a matching phrase counts 1.
+    Each candidate's tsvector is read once (`|| ''` makes it a value in memory: the functions after it would each
+    read it from its compressed, out-of-line storage again)."""
+    alias, joins, cond = _scope(where, table)
+    rows, key = (f"item_docs {alias}", "item_id") if table == ITEMS else (f"chunks {alias}{joins}", "id")
+    part = f"(SELECT {alias}.{key} AS k FROM {rows} WHERE {alias}.tsv @@ {QUERY}{cond} LIMIT ?)"
+    tf = f"round(1 / greatest({ZETA2} * (1 - ts_rank('{{1,1,1,1}}', r.tsv, {QUERY}, 0)), 0.004) - 0.5)"
+    xs = ", ".join(f"greatest({tf}, (r.tsv @@ {QUERY})::int) + (r.tsv @@ {QUERY})::int AS x{i}"
+                   for i in range(len(idfs)))
+    norm = f"{K1} * ({1 - B} + {B} * dl / {max(avgdl, 1.0):.3f})"
+    score = " + ".join(f"{w:.6f} * x{i} * {K1 + 1} / (x{i} + {norm})" for i, w in enumerate(idfs))
+    return (f"WITH cand AS MATERIALIZED (SELECT k FROM ({' UNION ALL '.join([part] * parts)}) p LIMIT ?) "
+            f"SELECT k, -({score}) AS score FROM (SELECT r.{key} AS k, pg_column_size(r.tsv) AS dl, {xs} FROM "
+            f"(SELECT r.{key}, r.tsv || ''::tsvector AS tsv FROM {table} r WHERE r.{key} IN (SELECT k FROM cand) "
+            "OFFSET 0) r) s ORDER BY score, k LIMIT ?")
 
 
 def idf(n_total: int, rows: int) -> float:
@@ -79,7 +131,8 @@ def idf(n_total: int, rows: int) -> float:
 
 
 def search(conn: Any, terms: list[Term], where: SqlFilter, limit: int, n_total: int, df_cache: dict[str, int],
-           table: str = CHUNKS) -> KeywordRun:
+           table: str = CHUNKS, may_skip: bool = False) -> KeywordRun:
+    """Ids best first for the terms, with rag.db's budgets (keyword.search; may_skip: hybrid search)."""
     run = KeywordRun()
     if not terms:
         return run
@@ -87,31 +140,64 @@ def search(conn: Any, terms: list[Term], where: SqlFilter, limit: int, n_total: 
     common = [t for t in terms if n_total > COMMON_MIN_DOCS and not (t.phrase or t.prefix)
               and counted[t] > COMMON_MIN_DOCS]
     rare = [t for t in terms if t not in common]
-    run.dropped = [t.text for t in common] if rare else []
-    run.rare = bool(rare) and (n_total <= COMMON_MIN_DOCS or not any(t.phrase or t.prefix for t in rare))
-    rows = _ranked(conn, rare or common, " | " if rare else " & ", where, table, limit, n_total, counted, run)
-    if not rare and len(rows) < limit:  # every word common and their AND too narrow: any of them
-        rows = _ranked(conn, terms, " | ", where, table, limit, n_total, counted, run)
+    if rare:
+        run.dropped = [t.text for t in common]
+        run.rare = n_total <= COMMON_MIN_DOCS or not any(t.phrase or t.prefix for t in rare)
+        return _fill(run, _ranked(conn, rare, " | ", where, table, limit, n_total, counted, run, df_cache))
+    ranked = common
+    if may_skip:  # a word in very many rows leaves the AND (rag.db: its whole doclist is read per ranked query)
+        ranked = [t for t in common if df(conn, t, df_cache, table, AND_MAX_DOCS) <= AND_MAX_DOCS]
+        run.dropped = [t.text for t in common if t not in ranked]
+    budget = int(min(RANK_BUDGET, UNRANKABLE_FRACTION * n_total))
+    if may_skip and (not ranked or count(conn, table, expression(ranked, " & "), budget + 1) > budget):
+        run.dropped = [t.text for t in common]
+        return run
+    rows = _ranked(conn, ranked, " & ", where, table, limit, n_total, counted, run, df_cache)
+    if len(rows) < limit and not (rows and count(conn, table, expression(terms), RANK_BUDGET * 5 + 1)
+                                  > RANK_BUDGET * 5):  # the OR of very common words would rank most of the index
+        rows = _ranked(conn, terms, " | ", where, table, limit, n_total, counted, run, df_cache)
+    return _fill(run, rows)
+
+
+def _fill(run: KeywordRun, rows: list) -> KeywordRun:
     run.ids, run.scores = [r[0] for r in rows], [float(r[1]) for r in rows]
     return run
 
 
 def _ranked(conn: Any, terms: list[Term], joiner: str, where: SqlFilter, table: str, limit: int, n_total: int,
-            counted: dict[Term, int], run: KeywordRun) -> list:
+            counted: dict[Term, int], run: KeywordRun, cache: dict[str, Any]) -> list:
+    """The terms' rows, best first; at most ROW_BUDGET candidates ranked (the module docstring)."""
     run.expression = expression(terms, joiner)
-    idfs = [idf(n_total, counted[t]) for t in terms]
-    params = (*(term_query(t) for t in terms), run.expression, *where.params, limit)
-    return conn.execute(ranked_sql(where, table, idfs), params).fetchall()
+    parts = [run.expression]
+    if joiner == " | " and len(terms) > 1:  # rows holding every term first, then each term's, rarest first
+        parts = [expression(terms, " & ")] + [term_query(t) for t in sorted(terms, key=lambda t: counted[t])]
+    params = (*(p for q in parts for p in (q, *where.params, ROW_BUDGET)), ROW_BUDGET,
+              *(p for t in terms for p in (term_query(t), term_query(t), term_query(t, "A"))), limit)
+    sql = ranked_sql(where, table, [idf(n_total, counted[t]) for t in terms], avg_size(conn, table, cache), len(parts))
+    with index_scans(conn):
+        return conn.execute(sql, params).fetchall()
+
+
+def avg_size(conn: Any, table: str, cache: dict[str, Any]) -> float:
+    """The mean size of the table's tsvectors in bytes (BM25's average length: a tsvector's size grows with its
+    words and their positions), from its first AVG_SAMPLE rows, cached per index state (as df)."""
+    key = f"pg:{table}:avg_size"
+    if key not in cache:
+        cache[key] = float(conn.execute(f"SELECT COALESCE(avg(pg_column_size(tsv || ''::tsvector)), 1) FROM "
+                                        f"(SELECT tsv FROM {table} LIMIT {AVG_SAMPLE}) s").fetchone()[0])
+    return cache[key]
 
 
 def exact_items(conn: Any, terms: list[Term], where: SqlFilter, max_items: int) -> dict[int, list[str]]:
     """Items holding a query term that at most `max_items` items in scope hold (keyword.exact_items)."""
     out: dict[int, list[str]] = {}
-    sql = ranked_sql(where, ITEMS).replace(" ORDER BY score, d.item_id", "")
+    _, _, cond = _scope(where, ITEMS)
+    sql = f"SELECT d.item_id FROM item_docs d WHERE d.tsv @@ {QUERY}{cond} LIMIT ?"
     for t in terms:
         if t.prefix or t.gram or (t.text in STOPWORDS and not t.phrase):
             continue
-        ids = [r[0] for r in conn.execute(sql, (term_query(t), *where.params, max_items + 1))]
+        with index_scans(conn):
+            ids = [r[0] for r in conn.execute(sql, (term_query(t), *where.params, max_items + 1))]
         if 0 < len(ids) <= max_items:
             for item in ids:
                 if _literally(conn, item, t):

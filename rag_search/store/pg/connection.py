@@ -41,6 +41,7 @@ class PgConnection:
 
     def __init__(self, raw: Any):
         self.raw = raw
+        self.index_scans = False  # inside pg_keyword.index_scans: full-text reads through the GIN indexes
 
     @classmethod
     def connect(cls, url: str) -> PgConnection:

@@ -183,9 +183,20 @@ def create_vector_table(conn: Any, dims: int, index: bool = True) -> None:
         create_vector_index(conn, dims)
 
 
+# pgvector builds the graph in maintenance_work_mem (~780 bytes a row for 384 bits); one that does not fit is built
+# on disk, far slower. The server's default (64 MB) holds 86k rows: 1M rows need ~780 MB.
+GRAPH_BYTES_PER_ROW = 1024
+GRAPH_MEMORY_MAX = 1 << 30
+
+
 def create_vector_index(conn: Any, dims: int) -> None:
     """HNSW over the vectors' sign bits (built after a bulk load is far cheaper than row by row), centred as the
-    recorded embedder's are (meta `bits_centre`, written by record_embedder before the table is made)."""
+    recorded embedder's are (meta `bits_centre`, written by record_embedder before the table is made), with the
+    memory its graph needs for the rows there are (this transaction only; never less than the server's setting)."""
+    (rows,) = conn.execute("SELECT count(*) FROM chunk_vec").fetchone()
+    need_kb = min(rows * GRAPH_BYTES_PER_ROW, GRAPH_MEMORY_MAX) // 1024
+    conn.execute("SELECT set_config('maintenance_work_mem', GREATEST(?::bigint, pg_size_bytes("
+                 "current_setting('maintenance_work_mem')) / 1024)::text || 'kB', true)", (need_kb,))
     conn.execute(f"CREATE INDEX chunk_vec_bits ON chunk_vec USING hnsw "
                  f"(({bits_sql('embedding', dims, bits_centre(conn))}) bit_hamming_ops)")
 
