@@ -50,7 +50,8 @@ def recall(store, docs: np.ndarray, queries: np.ndarray) -> float:
 
 
 @pytest.mark.parametrize("embedder_id, centred", [(MultilingualEmbedder.id, True), (MINILM, False)])
-def test_binary_candidates_of_a_cone_on_postgresql(postgres_url, embedder_id, centred):
+def test_binary_candidates_of_a_cone_on_postgresql(postgres_url, embedder_id, centred, monkeypatch):
+    monkeypatch.setattr(pg_vector, "COARSE_MIN", 200)  # candidates a tenth of the rows, as on a large index
     vecs = cone(2040)
     docs, queries = vecs[:2000], vecs[2000:]
     url = fresh_database(postgres_url, "t_centre_" + ("e5" if centred else "minilm"))
