@@ -48,3 +48,15 @@ def use_home(home: Path, config: dict, monkeypatch) -> Paths:
     monkeypatch.delenv("LOCAL_RAG_CONFIG", raising=False)
     monkeypatch.setenv("DAGSTER_HOME", str(home / "dagster"))
     return Paths.from_env()
+
+
+def hash_embedded_home(tmp_path: Path, monkeypatch):
+    """make_home with the fast HashEmbedder in place of the bundled model; (paths, vault, embedder)."""
+    from fakes import HashEmbedder
+
+    from rag_pipelines.wiring import resources
+
+    paths, vault = make_home(tmp_path, monkeypatch)
+    embedder = HashEmbedder()
+    monkeypatch.setattr(resources, "load_embedder", lambda settings, paths=None: embedder)
+    return paths, vault, embedder

@@ -11,8 +11,7 @@ from __future__ import annotations
 import dagster as dg
 import pytest
 from dagster._core.storage.tags import RESUME_RETRY_TAG, TAGS_TO_MAYBE_OMIT_ON_RETRY
-from fakes import HashEmbedder
-from pipeline_env import make_home
+from pipeline_env import hash_embedded_home, make_home
 
 from rag_pipelines.indexing import runs
 from rag_pipelines.config import load_collections
@@ -30,9 +29,7 @@ DAILY = "Daily/2024-03-15.md"
 
 @pytest.fixture
 def home(tmp_path, monkeypatch):
-    paths, vault = make_home(tmp_path, monkeypatch)
-    embedder = HashEmbedder()
-    monkeypatch.setattr(resources, "load_embedder", lambda settings, paths=None: embedder)
+    paths, vault, embedder = hash_embedded_home(tmp_path, monkeypatch)
     yield paths, vault, embedder
     resources.close_all()
 

@@ -42,14 +42,19 @@ FILTERS = {
 def corpus(request, tmp_path_factory):
     """60 decoys fit in the over-fetched unfiltered candidates; 400 do not, so the filter must go inside."""
     store = Store.open(tmp_path_factory.mktemp("filters") / "rag.db")
-    emb = HashEmbedder()
-    for n in range(request.param):
-        add_doc(store, emb, "fruit", f"decoy{n:03}.md", f"{QUERY} decoy number {n}", ts=JUN_2023, tags=("common",))
-    for name, fields in NEEDLES.items():
-        add_doc(store, emb, "fruit", f"needles/{name}.md", f"cherry pie notes for {name}", **fields)
-    add_doc(store, emb, "other", "needles/path.md", "a cherry tree in the yard")
+    fill(store, request.param, NEEDLES)
     yield store
     store.close()
+
+
+def fill(store, decoys: int, needles: dict) -> None:
+    """Decoys sharing every query word, one needle per filter sharing one, and a needle in another collection."""
+    emb = HashEmbedder()
+    for n in range(decoys):
+        add_doc(store, emb, "fruit", f"decoy{n:03}.md", f"{QUERY} decoy number {n}", ts=JUN_2023, tags=("common",))
+    for name, fields in needles.items():
+        add_doc(store, emb, "fruit", f"needles/{name}.md", f"cherry pie notes for {name}", **fields)
+    add_doc(store, emb, "other", "needles/path.md", "a cherry tree in the yard")
 
 
 @pytest.fixture(params=["exact", "binary+rescore"])

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import dagster as dg
 import pytest
-from fakes import HashEmbedder
-from pipeline_env import make_home
+from pipeline_env import hash_embedded_home
 
 from rag_pipelines.config import load_collections
 from rag_pipelines.indexing import runs
@@ -26,9 +25,7 @@ DAILY = "Daily/2024-03-15.md"
 
 @pytest.fixture
 def home(tmp_path, monkeypatch):
-    paths, vault = make_home(tmp_path, monkeypatch)
-    embedder = HashEmbedder()
-    monkeypatch.setattr(resources, "load_embedder", lambda settings, paths=None: embedder)
+    paths, vault, embedder = hash_embedded_home(tmp_path, monkeypatch)
     yield paths, vault, embedder, monkeypatch
     resources.close_all()
 

@@ -7,7 +7,7 @@ import pytest
 from fakes import HashEmbedder
 
 from rag_search.embedders.cached import embed_texts
-from rag_search.errors import EmbedderMismatch, NotFound, StoreError
+from rag_search.errors import EmbedderMismatch, NotFound
 from rag_search.records import Chunk, Fingerprint, ItemRef
 from rag_search.store import Store, migrations, reads, writes
 
@@ -67,20 +67,6 @@ def test_deleting_items_and_collections_removes_chunks_fts_and_vectors(store, ad
     assert store.conn.execute("SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH 'two'").fetchall() == []
     with pytest.raises(NotFound, match="Known collections: other"):
         writes.delete_collection(store, "notes")
-
-
-def test_a_failed_write_leaves_the_previous_version_intact(store, add, fake_embedder):
-    add("notes", "a.md", "original text")
-    before = counts(store)
-    ref = ItemRef("notes", "a.md", "/data/notes/a.md", "markdown")
-    chunks = [Chunk(0, "new one"), Chunk(0, "duplicate index violates UNIQUE(item_id, idx)")]
-    vecs = fake_embedder.embed_documents([c.text for c in chunks])
-    with pytest.raises(Exception):
-        writes.replace_item(store, ref, None, "a", chunks, vecs)
-    assert counts(store) == before
-    assert store.conn.execute("SELECT text FROM chunks").fetchone()[0] == "original text"
-    with pytest.raises(StoreError, match="nothing was written"):
-        writes.replace_item(store, ref, None, "a", chunks[:1], vecs)
 
 
 def test_failures_are_recorded_and_cleared_by_a_good_write(store, add):

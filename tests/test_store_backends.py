@@ -11,6 +11,7 @@ import pytest
 from conftest import add_doc
 from fakes import HashEmbedder
 from postgres_server import fresh_database
+from test_search_filters import fill
 
 from rag_search.embedders.cached import embed_texts
 from rag_search.errors import ConfigError, EmbedderMismatch, NotFound, StoreError
@@ -177,12 +178,7 @@ FILTERS = {
 def corpus(request, tmp_path_factory):
     """400 decoys share every query word; each needle one: a filter must act inside each retriever."""
     store = open_store(new_location(request.param, tmp_path_factory.mktemp("filters"), request))
-    emb = HashEmbedder()
-    for n in range(400):
-        add_doc(store, emb, "fruit", f"decoy{n:03}.md", f"{QUERY} decoy number {n}", ts=JUN_2023, tags=("common",))
-    for name, fields in NEEDLES.items():
-        add_doc(store, emb, "fruit", f"needles/{name}.md", f"cherry pie notes for {name}", **fields)
-    add_doc(store, emb, "other", "needles/path.md", "a cherry tree in the yard")
+    fill(store, 400, NEEDLES)
     yield store
     store.close()
 
