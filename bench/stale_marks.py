@@ -3,7 +3,7 @@
     python bench/stale_marks.py [--items 20000] [--trials 2000]
 
 Writes --items small Markdown files and indexes them (one chunk each, the tests' hash embedder: vectors do not
-matter here) in a temporary home; edits 10% and deletes 5% of them; then times rag_search.stale.stale_marks for 10
+matter here) in a temporary home; edits 10% and deletes 5% of them; then times rag_search.retrieval.stale.stale_marks for 10
 random items at a time (what one page of hits costs). Prints p50 / p95 / max in ms and the marks found.
 """
 
@@ -22,9 +22,9 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "tests"))
 
 from fakes import HashEmbedder  # noqa: E402
 
-from rag_search.indexing import ParsedItem, write_items  # noqa: E402
+from rag_search.store.item_writer import ParsedItem, write_items  # noqa: E402
 from rag_search.records import Chunk, Fingerprint, ItemRef  # noqa: E402
-from rag_search.stale import stale_marks  # noqa: E402
+from rag_search.retrieval.stale import stale_marks  # noqa: E402
 from rag_search.store import Store, writes  # noqa: E402
 
 

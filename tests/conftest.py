@@ -40,7 +40,7 @@ from fakes import HashEmbedder  # noqa: E402
 from postgres_server import postgres_url  # noqa: E402,F401  (session fixture: a real PostgreSQL server)
 from multilingual_env import e5, e5_cache  # noqa: E402,F401  (session fixtures: e5 derived once per run)
 
-from rag_search.indexing import ParsedItem, write_items  # noqa: E402
+from rag_search.store.item_writer import ParsedItem, write_items  # noqa: E402
 from rag_search.records import Chunk, Fingerprint, ItemRef  # noqa: E402
 from rag_search.store import Store, writes  # noqa: E402
 from rag_search.store.connection import connect, versions  # noqa: E402

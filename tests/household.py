@@ -23,7 +23,7 @@ from pathlib import Path
 
 import yaml
 
-from rag_search.indexing import ParsedItem, write_items
+from rag_search.store.item_writer import ParsedItem, write_items
 from rag_search.records import Chunk, Fingerprint, ItemRef
 from rag_search.store import Store, writes
 
@@ -87,7 +87,7 @@ def build_index(home: Path, embedder) -> None:
 
 def write_config(home: Path, extra: dict | None = None) -> dict[str, str]:
     """config.yaml with ann's and bob's users; returns their keys (made as `local-rag users add` makes them)."""
-    from rag_search import users
+    from rag_search.access import users
 
     keys = {name: users.new_key() for name in GRANTS}
     config = {"users": {name: {"key_sha256": users.key_hash(keys[name]), "collections": GRANTS[name]}

@@ -154,7 +154,7 @@ def test_a_run_started_anywhere_never_reads_an_assistants_folder_that_now_leads_
     """The root policy was checked when rag_index registered a folder; later runs (CLI, sensor, watcher) read
     whatever it led to after a symlink swap. Every run now checks, and skips such a source with the reason."""
     from rag_pipelines.config import register_collection, validate_collection
-    from rag_search import mcp_guard
+    from rag_search.mcp import guard as mcp_guard
     from rag_search.config import Paths
 
     user = tmp_path / "user"

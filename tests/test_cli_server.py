@@ -80,7 +80,7 @@ def test_errors_and_usage_read_as_in_process(served):
 
 
 def test_the_mcp_servers_bounds_apply_to_local_rag_search(served):
-    """The same bounds as rag_search's (rag_search/bounds.py), in-process and answered by the server."""
+    """The same bounds as rag_search's (rag_search/retrieval/bounds.py), in-process and answered by the server."""
     _, env, _ = served
     for args, why in [(["word " * 500], "The query is 2,500 characters long; at most 2,000"),
                       (["x", "--after", "99999999999999999999d"], "reaches back more than 365,000 days"),

@@ -22,7 +22,7 @@ from rag_search.records import Chunk, Fingerprint, ItemRef
 from rag_search.retrieval import Filters, SearchEngine, SearchRequest, keyword
 from rag_search.retrieval.filters import SqlFilter
 from rag_search.retrieval.identifiers import code_terms, split_identifier
-from rag_search.indexing import ParsedItem, write_items
+from rag_search.store.item_writer import ParsedItem, write_items
 from rag_search.store import Store, migrations, reads, writes
 from rag_search.store.connection import connect
 

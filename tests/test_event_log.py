@@ -146,7 +146,7 @@ class DiesAfter(HashEmbedder):
 
 def test_a_run_that_dies_keeps_the_materialisations_of_the_items_it_wrote(tmp_path, monkeypatch):
     from rag_search.errors import RagError
-    from rag_search.indexing import ItemWriter
+    from rag_search.store.item_writer import ItemWriter
     from rag_search.store import reads
 
     paths, _ = make_home(tmp_path, monkeypatch)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from fakes import HashEmbedder
 
-from rag_search.indexing import ItemWriter, ParsedItem
+from rag_search.store.item_writer import ItemWriter, ParsedItem
 from rag_search.records import Chunk, Fingerprint, ItemRef
 from rag_search.store import reads, writes
 from rag_search.store.vectors import fetch_vectors

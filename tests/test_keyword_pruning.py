@@ -53,7 +53,7 @@ def test_the_or_fallback_is_left_out_when_it_would_rank_most_of_the_index(index,
 
 
 def test_probing_an_items_chunks_picks_the_same_chunk_as_ranking_the_index(store, fake_embedder, monkeypatch):
-    from rag_search.indexing import ParsedItem, write_items
+    from rag_search.store.item_writer import ParsedItem, write_items
     from rag_search.records import Chunk, Fingerprint, ItemRef
     from rag_search.store import writes
 
@@ -78,7 +78,7 @@ def test_probing_an_items_chunks_picks_the_same_chunk_as_ranking_the_index(store
 
 def test_with_a_common_word_the_chunk_holding_the_rarer_word_is_chosen_without_ranking(store, fake_embedder,
                                                                                        monkeypatch):
-    from rag_search.indexing import ParsedItem, write_items
+    from rag_search.store.item_writer import ParsedItem, write_items
     from rag_search.records import Chunk, Fingerprint, ItemRef
     from rag_search.store import writes
 

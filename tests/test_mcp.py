@@ -18,7 +18,7 @@ from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from pipeline_env import make_home
 
-from rag_search.mcp_reads import budget_hits
+from rag_search.mcp.reads import budget_hits
 
 SNAPSHOT = Path(__file__).parent / "fixtures" / "mcp_tools.json"
 EXE = str(Path(sys.executable).with_name("local-rag"))
@@ -260,7 +260,7 @@ def test_http_transport_checks_origin_and_token(home):
             except httpx.TransportError:
                 assert time.time() < deadline and proc.poll() is None
                 time.sleep(0.2)
-        assert httpx.post(url, json=init, headers=headers).status_code == 403  # not 401: see mcp_keys
+        assert httpx.post(url, json=init, headers=headers).status_code == 403  # not 401: see http_keys
         auth = {**headers, "Authorization": "Bearer s3cret"}
         assert httpx.post(url, json=init, headers={**auth, "Origin": "http://evil.example"}).status_code == 403
         refused = httpx.post(url, json=init, headers={**auth, "Host": "evil.example"})

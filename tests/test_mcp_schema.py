@@ -10,11 +10,11 @@ import pytest
 from conftest import add_doc
 from mcp.client import Client
 
-from rag_search import mcp_server
+from rag_search.mcp import server as mcp_server
 from rag_search.config import Paths, Settings
-from rag_search.mcp_metadata import metadata_schema
-from rag_search.mcp_schema import undescribed
-from rag_search.mcp_server import RagContext, build_server
+from rag_search.mcp.metadata import metadata_schema
+from rag_search.mcp.schema import undescribed
+from rag_search.mcp.server import RagContext, build_server
 from rag_search.retrieval import SearchEngine
 from rag_search.store import Store
 

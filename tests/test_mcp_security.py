@@ -20,12 +20,12 @@ import yaml
 from conftest import add_doc
 from mcp.client import Client
 
-from rag_search import mcp_server
+from rag_search.mcp import server as mcp_server
 from rag_search.config import Paths, Settings
 from rag_search.errors import RootRefused
-from rag_search.mcp_server import RagContext, build_server
+from rag_search.mcp.server import RagContext, build_server
 from rag_search.retrieval import SearchEngine
-from rag_search.roots import check_new_root
+from rag_search.access.roots import check_new_root
 from rag_search.store import Store
 
 
@@ -237,7 +237,7 @@ def test_http_host_names_lan_clients_and_the_refusal_says_how_to_allow(rag):
         auth = "Bearer s3cret"
         for name in [socket.gethostname(), socket.getfqdn(), "notes.lan", "NOTES.LAN"]:
             assert post(Host=f"{name}:{port}", Authorization=auth).status_code == 200, name
-        assert post(Host=f"notes.lan:{port}").status_code == 403  # the token is still required (403: see mcp_keys)
+        assert post(Host=f"notes.lan:{port}").status_code == 403  # the token is still required (403: see http_keys)
         assert post(Host=f"evil.example:{port}", Authorization=auth).status_code == 421
         own = f"http://{socket.gethostname()}:{port}"
         assert post(Host=f"notes.lan:{port}", Origin=own, Authorization=auth).status_code == 200
@@ -420,7 +420,7 @@ def test_http_host_header_is_a_host_and_a_port_and_nothing_else(rag):
 # -- rag_index as a person with a key --------------------------------------------------------------
 
 def test_a_user_adds_folders_only_under_their_roots_and_sees_only_what_they_added(rag, user, fake_embedder):
-    from rag_search import users
+    from rag_search.access import users
 
     paths, store, ran = rag
     config = yaml.safe_load(paths.config.read_text())
@@ -450,7 +450,7 @@ def test_a_user_adds_folders_only_under_their_roots_and_sees_only_what_they_adde
 
 def test_a_user_added_to_the_config_of_a_running_server_connects_at_once(rag):
     """Keys are looked up in config.yaml as it is now: `local-rag users add` needs no restart."""
-    from rag_search import users
+    from rag_search.access import users
 
     paths, _, _ = rag
     with http_server(host="127.0.0.1") as (port, post):

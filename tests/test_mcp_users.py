@@ -74,10 +74,11 @@ def test_two_users_never_see_each_others_collections_through_https(household):
 
 def test_the_probe_set_leaks_nothing_in_50_calls_per_tool(household):
     """The full probe (50 calls of each tool, 50 resource reads, tools/list) for both users, in-process: the same
-    server code as over HTTPS, with the request's user set as mcp_keys sets it."""
+    server code as over HTTPS, with the request's user set as http_keys sets it."""
     from mcp.client import Client
 
-    from rag_search import mcp_server, users
+    from rag_search.mcp import server as mcp_server
+    from rag_search.access import users
     from rag_search.config import Paths
 
     home, _, _ = household
@@ -243,7 +244,7 @@ def test_the_owner_still_sees_everything_without_keys_in_process(household):
     """stdio stays the local owner's: every collection (an in-process session, as `serve` runs it)."""
     from mcp.client import Client
 
-    from rag_search import mcp_server
+    from rag_search.mcp import server as mcp_server
     from rag_search.config import Paths
 
     home, _, _ = household
@@ -262,7 +263,7 @@ def test_the_owner_still_sees_everything_without_keys_in_process(household):
 
 def test_ssl_context_refuses_another_certificate(household, tmp_path):
     """A client pinning this server's certificate refuses another one (say, a man in the middle's)."""
-    from rag_search import tls
+    from rag_search.access import tls
 
     home, _, server = household
     other = tls.certificate(tmp_path, {"localhost"})

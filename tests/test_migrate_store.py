@@ -11,7 +11,7 @@ from postgres_server import fresh_database
 
 from rag_search.cli.main import cli
 from rag_search.errors import StoreError
-from rag_search.indexing import ParsedItem, write_items
+from rag_search.store.item_writer import ParsedItem, write_items
 from rag_search.records import Chunk, Fingerprint, ItemRef
 from rag_search.retrieval import Filters, SearchRequest
 from rag_search.retrieval.engine import search_engine

@@ -6,7 +6,7 @@ from __future__ import annotations
 from conftest import add_doc
 
 from rag_search.config import SearchSettings
-from rag_search.names import item_names
+from rag_search.store.names import item_names
 from rag_search.retrieval import SearchEngine, SearchRequest
 from rag_search.store import Store, migrations
 

@@ -11,7 +11,7 @@ from conftest import add_doc
 from ollama_standin import OllamaStandIn
 
 from rag_search.config import SearchSettings
-from rag_search.indexing import ParsedItem, write_items
+from rag_search.store.item_writer import ParsedItem, write_items
 from rag_search.records import Chunk, Fingerprint, ItemRef
 from rag_search.retrieval import SearchEngine, SearchRequest
 from rag_search.retrieval.engine import Retrieved

@@ -25,7 +25,7 @@ from rag_search.retrieval import Filters, SearchEngine, SearchRequest
 from rag_search.retrieval.context import chunks_around
 from rag_search.retrieval.plan import INTENT_WEIGHT, QueryPlan, SubQuery, fuse_lists, run_plan
 from rag_search.retrieval.relevance import query_vectors, with_relevance, word_share
-from rag_search.stale import CHANGED, DELETED, mark_hits, stale_marks
+from rag_search.retrieval.stale import CHANGED, DELETED, mark_hits, stale_marks
 from rag_search.store import Store
 
 EXE = str(Path(sys.executable).with_name("local-rag"))
@@ -106,7 +106,7 @@ def test_stale_marks_after_an_edit_a_delete_and_a_move_and_gone_after_reindexing
 
 def test_items_without_a_file_of_their_own_are_not_marked(store, fake_embedder, tmp_path):
     """A message (its uri a message id) is not checked; a calendar event only for its file's disappearance."""
-    from rag_search.indexing import ParsedItem, write_items
+    from rag_search.store.item_writer import ParsedItem, write_items
     from rag_search.records import Chunk, Fingerprint, ItemRef
     from rag_search.store import writes
 

@@ -11,11 +11,12 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from rag_search import mcp_keys, users
+from rag_search.access import http_keys
+from rag_search.access import users
 from rag_search.cli.main import cli
 from rag_search.config import Paths
 from rag_search.errors import ConfigError
-from rag_search.query_log import QueryLog
+from rag_search.access.query_log import QueryLog
 
 CONFIG = """\
 # my settings, with comments that must stay
@@ -105,7 +106,7 @@ def test_a_broken_config_edit_keeps_the_last_users(home):
 
 def test_wrong_keys_wait_longer_each_time_up_to_five_minutes_and_a_right_key_clears_it():
     now = [0.0]
-    limiter = mcp_keys.Limiter(clock=lambda: now[0])
+    limiter = http_keys.Limiter(clock=lambda: now[0])
     waits = []
     for _ in range(16):
         assert limiter.wait("10.0.0.9") == 0
@@ -120,8 +121,8 @@ def test_wrong_keys_wait_longer_each_time_up_to_five_minutes_and_a_right_key_cle
 
 
 def test_the_limiter_remembers_a_bounded_number_of_addresses(monkeypatch):
-    monkeypatch.setattr(mcp_keys, "MAX_ADDRESSES", 100)
-    limiter = mcp_keys.Limiter(clock=lambda: 0.0)
+    monkeypatch.setattr(http_keys, "MAX_ADDRESSES", 100)
+    limiter = http_keys.Limiter(clock=lambda: 0.0)
     for i in range(1_000):
         for _ in range(7):
             limiter.failed(f"10.0.{i // 256}.{i % 256}")
@@ -144,7 +145,7 @@ def test_the_query_log_rotates_by_size_and_keeps_n_files(tmp_path):
 
 
 def test_the_query_log_finds_hit_keys_in_every_kind_of_answer():
-    from rag_search.query_log import hit_keys
+    from rag_search.access.query_log import hit_keys
 
     assert hit_keys({"hits": [{"key": "a"}, {"key": "b"}], "note": "x"}) == ["a", "b"]
     assert hit_keys({"items": [{"key": "c"}]}) == ["c"] and hit_keys({"similar": [{"key": "d"}]}) == ["d"]
@@ -157,7 +158,7 @@ def test_the_query_log_finds_hit_keys_in_every_kind_of_answer():
 def test_the_self_signed_certificate_is_kept_and_made_anew_for_a_new_name(tmp_path):
     import subprocess
 
-    from rag_search import tls
+    from rag_search.access import tls
 
     first = tls.certificate(tmp_path, {"localhost", "127.0.0.1", "[::1]"})
     assert first.made and first.self_signed and oct(first.key.stat().st_mode & 0o777) == "0o600"
@@ -204,7 +205,7 @@ def test_the_server_answers_the_handshake_while_the_model_loads(tmp_path, fake_e
     from conftest import add_doc
     from mcp.client import Client
 
-    from rag_search import mcp_server
+    from rag_search.mcp import server as mcp_server
     from rag_search.store import Store
 
     store = Store.open(tmp_path / "rag.db")
@@ -238,7 +239,7 @@ def test_the_server_answers_the_handshake_while_the_model_loads(tmp_path, fake_e
 def test_dagster_storage_chatter_stays_off_the_servers_stderr(monkeypatch):
     """rag_index runs Dagster, whose SQLite storage logs alembic's schema stamps at INFO: never to stderr, even
     when the server's log level is INFO (over stdio, stderr is the client's log)."""
-    from rag_search import mcp_server
+    from rag_search.mcp import server as mcp_server
 
     monkeypatch.setattr(logging.getLogger(), "level", logging.INFO)
     monkeypatch.setattr(logging.getLogger("alembic"), "level", logging.NOTSET)

@@ -9,7 +9,7 @@ import dagster as dg
 from pipeline_env import make_home
 
 from rag_pipelines.indexing.watch import watch_collections
-from rag_search.mcp_server import watch_stats
+from rag_search.mcp.server import watch_stats
 from rag_pipelines.wiring import resources
 from rag_search.retrieval import SearchEngine, SearchRequest
 

@@ -208,13 +208,14 @@ def test_a_gate_narrows_what_a_principal_can_search_open_and_index(home):
 
 
 def test_the_page_is_mounted_beside_mcp_behind_its_host_and_origin_checks(home, monkeypatch):
-    from rag_search import mcp_keys, mcp_server
-    from rag_search.mcp_server import RagContext
+    from rag_search.access import http_keys
+    from rag_search.mcp import server as mcp_server
+    from rag_search.mcp.server import RagContext
     from rag_search.web.mount import page_for
 
     ctx = RagContext(home.paths, mcp_server.Settings(), home.store, home.embedder, home.backend.engine)
     monkeypatch.setattr(mcp_server, "_context", ctx)
-    access = mcp_keys.Access(home.paths, "s3cret", open_when_keyless=True)
+    access = http_keys.Access(home.paths, "s3cret", open_when_keyless=True)
     app = mcp_server.http_app(port=8765, token="s3cret", paths=home.paths, web=page_for(ctx, access, home.paths),
                               access=access)
     init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 from rag_search.embedders.base import Embedder
-from rag_search.indexing import ItemWriter, ParsedItem
+from rag_search.store.item_writer import ItemWriter, ParsedItem
 from rag_search.records import Document, Fingerprint, ItemRef
 from rag_search.store import Store, reads, writes
 

@@ -2,7 +2,7 @@
 
 A source that cannot be read (SourceUnavailable) is reported and skipped: its items stay in the index,
 untouched, until it can be read again. So is every source of a collection an AI assistant added whose folder
-now leads where the root policy refuses (a symlink swapped in; rag_search.mcp_guard), whoever starts the run.
+now leads where the root policy refuses (a symlink swapped in; rag_search.mcp.guard), whoever starts the run.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from rag_search import mcp_guard
+from rag_search.mcp import guard as mcp_guard
 from rag_search.config import Paths
 from rag_search.store import Store, writes
 

@@ -36,7 +36,7 @@ def serve(app: App, http: bool, port: int | None, host: str, tls: bool, tls_cert
           token: str | None, allow_hosts: tuple[str, ...], allow_origins: tuple[str, ...]):
     """Run the MCP server: stdio by default (what Claude launches), or HTTP with --http / --port (and the search
     page at /)."""
-    from rag_search import mcp_server
+    from rag_search.mcp import server as mcp_server
     from rag_search.cli.search_socket import SearchSocket
 
     http = http or port is not None
@@ -62,9 +62,11 @@ def serve(app: App, http: bool, port: int | None, host: str, tls: bool, tls_cert
 
 def _serve_http(app: App, host: str, port: int, tls: bool, tls_cert: str | None, tls_key: str | None,
                 token: str | None, allow_hosts: tuple[str, ...], allow_origins: tuple[str, ...]) -> None:
-    from rag_search import mcp_http, mcp_keys, mcp_server
+    from rag_search.mcp import http as mcp_http
+    from rag_search.access import http_keys
+    from rag_search.mcp import server as mcp_server
 
-    mcp_http.check_exposure(host, mcp_keys.has_keys(app.paths, token))
+    mcp_http.check_exposure(host, http_keys.has_keys(app.paths, token))
     hosts = [*app.settings.mcp.allowed_hosts, *allow_hosts]
     origins = [*app.settings.mcp.allowed_origins, *allow_origins]
     cert = _certificate(app, host, hosts, tls_cert, tls_key) if tls else None
@@ -85,7 +87,8 @@ def _serve_http(app: App, host: str, port: int, tls: bool, tls_cert: str | None,
 
 
 def _certificate(app: App, host: str, hosts: list[str], cert: str | None, key: str | None):
-    from rag_search import mcp_http, tls
+    from rag_search.mcp import http as mcp_http
+    from rag_search.access import tls
 
     names = {*mcp_http.LOOPBACK_NAMES, "127.0.0.1", "::1", *mcp_http.machine_names(host), *hosts}
     names -= {n for n in names if n.strip("[]") in mcp_http.WILDCARDS}
@@ -103,7 +106,7 @@ def _tls_lines(cert) -> list[str]:
 
 def _keys_line(app: App, token: str | None) -> str:
     """Who can connect (check_exposure refused to serve off loopback without keys)."""
-    from rag_search import users
+    from rag_search.access import users
 
     people = users.directory(app.paths).users.values()
     listed = "; ".join(f"{u.name}: " + ("all collections (admin)" if u.sees_all else ", ".join(sorted(u.collections or ()))
@@ -118,8 +121,8 @@ def _keys_line(app: App, token: str | None) -> str:
 
 def _query_log(app: App, on_by_default: bool):
     """Start the query log when server.query_log says so (unset: `on_by_default`); its path, or None."""
-    from rag_search import mcp_server
-    from rag_search.query_log import QueryLog
+    from rag_search.mcp import server as mcp_server
+    from rag_search.access.query_log import QueryLog
 
     wanted = app.settings.server.query_log
     if not (on_by_default if wanted is None else wanted):

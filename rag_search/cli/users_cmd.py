@@ -29,8 +29,8 @@ def _names(values: tuple[str, ...]) -> list[str]:
 @pass_app
 def users_add(app: App, name: str, grants: tuple[str, ...], admin: bool, roots: tuple[str, ...]):
     """Add a user and print their new key (once: only its hash is kept in config.yaml)."""
-    from rag_search import users
-    from rag_search.user_config import read_users, save_users
+    from rag_search.access import users
+    from rag_search.access.user_config import read_users, save_users
 
     entries = read_users(app.paths.config)
     if users.valid_name(name) in entries:
@@ -49,8 +49,8 @@ def users_add(app: App, name: str, grants: tuple[str, ...], admin: bool, roots: 
 @pass_app
 def users_key(app: App, name: str):
     """Give a user a new key (printed once); their old key stops working at once."""
-    from rag_search import users
-    from rag_search.user_config import save_users
+    from rag_search.access import users
+    from rag_search.access.user_config import save_users
 
     entries = _existing(app, name)
     key = users.new_key()
@@ -82,7 +82,7 @@ def users_revoke(app: App, name: str, collections: tuple[str, ...]):
 @pass_app
 def users_remove(app: App, name: str):
     """Remove a user: their key stops working at once."""
-    from rag_search.user_config import save_users
+    from rag_search.access.user_config import save_users
 
     entries = _existing(app, name)
     save_users(app.paths.config, {n: e for n, e in entries.items() if n != name})
@@ -94,8 +94,8 @@ def users_remove(app: App, name: str):
 @pass_app
 def users_list(app: App, as_json: bool):
     """Users, the collections each reads (granted, and added with rag_index), admin, roots. Never keys."""
-    from rag_search import users
-    from rag_search.user_config import read_users
+    from rag_search.access import users
+    from rag_search.access.user_config import read_users
 
     made = users.made(app.paths)
     rows = [{"name": n, "collections": e.get("collections", []), "added": made.get(n, []),
@@ -112,7 +112,7 @@ def users_list(app: App, as_json: bool):
 
 
 def _existing(app: App, name: str) -> dict:
-    from rag_search.user_config import read_users
+    from rag_search.access.user_config import read_users
 
     entries = read_users(app.paths.config)
     if name not in entries:
@@ -123,7 +123,7 @@ def _existing(app: App, name: str) -> dict:
 
 
 def _regrant(app: App, name: str, change) -> None:
-    from rag_search.user_config import save_users
+    from rag_search.access.user_config import save_users
 
     entries = _existing(app, name)
     entry = entries[name] | {"collections": change(list(entries[name].get("collections", [])))}

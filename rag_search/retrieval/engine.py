@@ -15,7 +15,7 @@ from typing import Literal
 
 import numpy as np
 
-from rag_search.bounds import MAX_TOP_K
+from rag_search.retrieval.bounds import MAX_TOP_K
 from rag_search.config import SearchSettings
 from rag_search.embedders.base import Embedder, reads_script_of
 from rag_search.errors import QueryError

@@ -14,7 +14,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from rag_search.bounds import MAX_DAYS
+from rag_search.retrieval.bounds import MAX_DAYS
 from rag_search.errors import QueryError, quote
 from rag_search.people import like_patterns
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from rag_search.bounds import MAX_INTENT_CHARS, MAX_SUBQUERIES, MAX_SUBQUERY_CHARS
+from rag_search.retrieval.bounds import MAX_INTENT_CHARS, MAX_SUBQUERIES, MAX_SUBQUERY_CHARS
 from rag_search.errors import QueryError
 from rag_search.records import Hit
 from rag_search.retrieval.engine import SearchRequest

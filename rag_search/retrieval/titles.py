@@ -2,7 +2,7 @@
 
 In notes a page named for the question ("how to use tags to organize notes" → the page "Tags") is the strongest
 evidence there is, yet whole-text BM25 ranks it behind pages that merely mention the words more often. This
-list scores the item names (rag_search.names, table item_names) that the query covers by coverage × weight:
+list scores the item names (rag_search.store.names, table item_names) that the query covers by coverage × weight:
 coverage is the share of the name's words the query holds (under half: left out); weight is the share of the
 query's information (its terms' IDF over whole items) that those words carry, so a page named "Notes" matches
 "rename notes in batch" weakly and a page named "Telemetry" matches "telemetry opt out" strongly; matches under
@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from rag_search.names import MAX_NAMES
+from rag_search.store.names import MAX_NAMES
 from rag_search.retrieval.filters import SqlFilter
 from rag_search.retrieval.keyword import ITEMS, STOPWORDS, Term, _df, match_expression
 

@@ -10,7 +10,7 @@ import json
 from datetime import datetime, timezone
 from typing import Any
 
-from rag_search.names import MAX_NAMES
+from rag_search.store.names import MAX_NAMES
 
 # An item's text for items_fts, from its chunks: each chunk without the item title that opens its context
 # line (headings stay), in order. One definition for the backfill and for every write.
@@ -223,7 +223,7 @@ MIGRATIONS: list[tuple[str, str]] = [
     ),
 ]
 
-# 0009_item_names: an item's names (title, aliases, file name, a book's authors: rag_search.names) in a table of
+# 0009_item_names: an item's names (title, aliases, file name, a book's authors: rag_search.store.names) in a table of
 # their own, one row each (rowid = item id * MAX_NAMES + n), searched as a ranked list (retrieval/titles.py).
 # Written with the item (writes.write_item_names); existing items are filled by `backfill_item_names`.
 ITEM_NAMES_SQL = """

@@ -9,7 +9,7 @@ import numpy as np
 
 from rag_search import cjk
 from rag_search.errors import StoreError
-from rag_search.names import MAX_NAMES, item_names
+from rag_search.store.names import MAX_NAMES, item_names
 from rag_search.records import Chunk, Fingerprint, ItemRef, dumps
 from rag_search.store import vectors
 from rag_search.store.database import Store
@@ -99,7 +99,7 @@ def write_item_text(conn: Any, item_id: int) -> None:
 
 def write_item_names(conn: Any, item_id: int, title: str, key: str, source_type: str, metadata: dict,
                      authors: tuple[str, ...] = ()) -> None:
-    """Replace the item's rows of item_names (its title, aliases, file name...: rag_search.names)."""
+    """Replace the item's rows of item_names (its title, aliases, file name...: rag_search.store.names)."""
     base = item_id * MAX_NAMES
     conn.execute("DELETE FROM item_names WHERE rowid BETWEEN ? AND ?", (base, base + MAX_NAMES - 1))
     conn.executemany("INSERT INTO item_names(rowid, name, kind) VALUES (?, ?, ?)",

@@ -3,7 +3,7 @@
 A person signs in with their key (`local-rag users add`), the owner with `--token`; the browser keeps an
 HttpOnly cookie holding an HMAC of the key's hash (never the key), which stops working when that key is changed
 or removed. `Authorization: Bearer <key>` works too. Wrong keys count against the address in the limiter the
-MCP endpoint uses (mcp_keys.Access): a bearer header in `authorize`, a login form in `LoginLimit`. With no key
+MCP endpoint uses (http_keys.Access): a bearer header in `authorize`, a login form in `LoginLimit`. With no key
 configured, a loopback server is open to the owner, as MCP is.
 """
 
@@ -16,9 +16,9 @@ from typing import Mapping
 from starlette.requests import Request
 from starlette.responses import Response
 
-from rag_search import users
+from rag_search.access import users
 from rag_search.config import Paths
-from rag_search.mcp_keys import Access, Refusal, bearer, client_address
+from rag_search.access.http_keys import Access, Refusal, bearer, client_address
 from rag_search.web.security import COOKIE, Principal, _mac
 
 SESSION = "local-rag web session v1"

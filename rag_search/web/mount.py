@@ -20,7 +20,7 @@ class BesideMcp:
 
 
 def page_for(context, access, paths):
-    """The page of a `local-rag serve` process (its RagContext) behind the server's keys (mcp_keys.Access)."""
+    """The page of a `local-rag serve` process (its RagContext) behind the server's keys (http_keys.Access)."""
     from rag_search.web import Backend, web_app
     from rag_search.web.key_gate import KeyGate, LoginLimit
 

@@ -70,7 +70,7 @@ class IndexJobs:
 def mcp_index_run(backend: Backend) -> Callable[[str], dict]:
     """rag_index's own path (mcp_index.index): the same checks, lock and pipelines."""
     def run(collection: str) -> dict:
-        from rag_search import mcp_index
+        from rag_search.mcp import index as mcp_index
 
         return mcp_index.index(backend.paths, collection, None)
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from rag_search.errors import StoreError
-from rag_search.names import MAX_NAMES
+from rag_search.store.names import MAX_NAMES
 from rag_search.store import migrations
 from rag_search.store.connection import connect
 from rag_search.store.pg import schema

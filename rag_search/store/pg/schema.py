@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rag_search.names import MAX_NAMES
+from rag_search.store.names import MAX_NAMES
 
 SCHEMA_VERSION = 1
 TS_CONFIG = "local_rag"

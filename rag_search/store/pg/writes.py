@@ -10,7 +10,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from rag_search.names import item_names
+from rag_search.store.names import item_names
 from rag_search.store.pg.connection import vector_text
 from rag_search.store.pg.schema import ITEM_DOC_SQL, create_vector_table, name_id
 

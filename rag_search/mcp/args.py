@@ -1,6 +1,6 @@
 """Tool arguments: their types with the bounds clients see in tools/list, and a refusal as one sentence.
 
-The bounds are rag_search.bounds' (the CLI applies the same ones). The SDK validates every call against these
+The bounds are rag_search.retrieval.bounds' (the CLI applies the same ones). The SDK validates every call against these
 types before the tool runs; a value past a bound comes back as "<parameter> ...; at most N ..." instead of
 pydantic's report, and never echoes the value (a 1 MB query came back whole).
 """
@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from rag_search import bounds
+from rag_search.retrieval import bounds
 from rag_search.errors import quote
 
 NO_NUL = r"^[^\x00]*$"  # a path: no file name holds a NUL character
@@ -42,7 +42,7 @@ class SubSearch(BaseModel):
 
 Searches = Annotated[list[SubSearch], Field(max_length=bounds.MAX_SUBQUERIES)]
 
-ANY_METADATA_VALUE: dict[str, Any] = {"anyOf": [  # the schema of one metadata value (mcp_metadata.py)
+ANY_METADATA_VALUE: dict[str, Any] = {"anyOf": [  # the schema of one metadata value (metadata.py)
     {"type": "string", "maxLength": bounds.MAX_VALUE_CHARS},
     {"type": "array", "items": {"type": "string", "maxLength": bounds.MAX_VALUE_CHARS},
      "maxItems": bounds.MAX_FILTER_VALUES}]}

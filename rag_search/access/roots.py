@@ -4,7 +4,7 @@ A new root must resolve (symlinks included) to a folder under the user's home or
 `mcp.allowed_roots` entry, and never be the home folder itself, a system folder, a hidden folder
 (~/.ssh, ~/.aws, ~/.config, ...) or the local-rag home. The user can always index anything from a terminal.
 `refusal` is the same policy for a folder an assistant added earlier, checked again wherever it leads now
-(mcp_guard.py).
+(mcp/guard.py).
 """
 
 from __future__ import annotations

@@ -11,17 +11,17 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from rag_search.bounds import check_query
+from rag_search.retrieval.bounds import check_query
 from rag_search.errors import QueryError, RagError
 from rag_search.records import Hit
 from rag_search.retrieval import Filters, SearchRequest
 from rag_search.retrieval.context import chunks_around
 from rag_search.retrieval.plan import QueryPlan, SubQuery, run_plan
 from rag_search.retrieval.relevance import at_least, engine_query_vectors, with_relevance
-from rag_search.stale import mark_hits, stale_marks, stale_note
+from rag_search.retrieval.stale import mark_hits, stale_marks, stale_note
 
 if TYPE_CHECKING:
-    from rag_search.mcp_server import RagContext
+    from rag_search.mcp.server import RagContext
 
 
 def plan_of(query: str | None, mode: str, searches: list[Any] | None, intent: str | None) -> QueryPlan | None:

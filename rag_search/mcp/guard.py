@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Container, Iterable
 
-from rag_search import users
+from rag_search.access import users
 from rag_search.config import Paths, load_settings
 from rag_search.errors import ConfigError, NotFound, RootRefused
-from rag_search.roots import OUTSIDE, RAG_HOME, WHOLE_HOME, refusal
+from rag_search.access.roots import OUTSIDE, RAG_HOME, WHOLE_HOME, refusal
 
 RECORD = "mcp-collections.json"
 NOT_SERVED = "Its items are not shown to AI assistants."

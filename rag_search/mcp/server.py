@@ -26,17 +26,24 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
 from pydantic import ValidationError
 
-from rag_search import __version__, mcp_guard, mcp_http, mcp_index, mcp_keys, mcp_reads, mcp_search, users
+from rag_search import __version__
+from rag_search.mcp import guard as mcp_guard
+from rag_search.mcp import http as mcp_http
+from rag_search.mcp import index as mcp_index
+from rag_search.access import http_keys
+from rag_search.mcp import reads as mcp_reads
+from rag_search.mcp import search as mcp_search
+from rag_search.access import users
 from rag_search.config import LiveSettings, Paths, Settings
 from rag_search.embedders import Embedder, load_embedder
 from rag_search.embedders.warming import Warming
 from rag_search.errors import EmbedderMismatch, RagError
-from rag_search.mcp_args import (ChunkIndex, DateText, Days, Intent, Metadata, MinScore, PathText, Query, Queries,
+from rag_search.mcp.args import (ChunkIndex, DateText, Days, Intent, Metadata, MinScore, PathText, Query, Queries,
                                  Searches, Span, Text, Texts, TopK, refusal)
-from rag_search.mcp_reads import compact_json
-from rag_search.mcp_schema import compact_tools
+from rag_search.mcp.reads import compact_json
+from rag_search.mcp.schema import compact_tools
 from rag_search.people import PeopleDirectory
-from rag_search.query_log import QueryLog
+from rag_search.access.query_log import QueryLog
 from rag_search.retrieval import SearchEngine
 from rag_search.retrieval.engine import search_engine
 from rag_search.retrieval.rerank import load_reranker
@@ -379,14 +386,14 @@ def serve_stdio() -> None:
 
 def http_app(host: str = "127.0.0.1", port: int = 8765, token: str | None = None,
              allow_hosts: tuple[str, ...] | list[str] = (), allow_origins: tuple[str, ...] | list[str] = (),
-             tls: bool = False, paths: Paths | None = None, web=None, access: mcp_keys.Access | None = None):
+             tls: bool = False, paths: Paths | None = None, web=None, access: http_keys.Access | None = None):
     """The streamable-HTTP ASGI app: Host and Origin checked (DNS rebinding, browsers), each request run as the
-    user of its key (mcp_keys; open to the owner only on loopback while no key is configured). `web`: the search
+    user of its key (http_keys; open to the owner only on loopback while no key is configured). `web`: the search
     page's app (mount.page_for, given the same `access`), served at every path but /mcp."""
     paths = paths or (_context.paths if _context is not None else Paths.from_env())
-    access = access or mcp_keys.Access(paths, token, mcp_http.is_loopback(host))
+    access = access or http_keys.Access(paths, token, mcp_http.is_loopback(host))
     allowed = mcp_http.Allowed.for_server(host, port, allow_hosts, allow_origins, tls)
-    return mcp_http.secure_app(build_server(), allowed, partial(mcp_keys.KeyAuth, access=access), web)
+    return mcp_http.secure_app(build_server(), allowed, partial(http_keys.KeyAuth, access=access), web)
 
 
 def serve_http(host: str, port: int, token: str | None, allow_hosts: tuple[str, ...] | list[str] = (),
@@ -394,8 +401,8 @@ def serve_http(host: str, port: int, token: str | None, allow_hosts: tuple[str, 
                paths: Paths | None = None, page: bool = True) -> None:
     """Serve MCP at /mcp and (with `page`) the search page at /, both behind the same keys."""
     paths = paths or (_context.paths if _context is not None else Paths.from_env())
-    mcp_http.check_exposure(host, mcp_keys.has_keys(paths, token))
-    access = mcp_keys.Access(paths, token, mcp_http.is_loopback(host))
+    mcp_http.check_exposure(host, http_keys.has_keys(paths, token))
+    access = http_keys.Access(paths, token, mcp_http.is_loopback(host))
     web = None
     if page:
         from rag_search.web.mount import page_for

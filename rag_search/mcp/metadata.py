@@ -14,8 +14,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from rag_search.bounds import MAX_FILTER_VALUES
-from rag_search.mcp_args import ANY_METADATA_VALUE
+from rag_search.retrieval.bounds import MAX_FILTER_VALUES
+from rag_search.mcp.args import ANY_METADATA_VALUE
 from rag_search.store import Store
 
 MAX_KEYS = 15  # keys listed (the ones present on most items)

@@ -11,10 +11,13 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from rag_search import mcp_guard, mcp_metadata, mcp_search, users
+from rag_search.mcp import guard as mcp_guard
+from rag_search.mcp import metadata as mcp_metadata
+from rag_search.mcp import search as mcp_search
+from rag_search.access import users
 from rag_search.config import Paths
 from rag_search.errors import RagError
-from rag_search.mcp_metadata import metadata_schema
+from rag_search.mcp.metadata import metadata_schema
 from rag_search.people import resolve_filters
 from rag_search.records import Hit
 from rag_search.retrieval import Filters, parse_date
@@ -23,7 +26,7 @@ from rag_search.retrieval.related import related_items
 from rag_search.store import Store, reads
 
 if TYPE_CHECKING:
-    from rag_search.mcp_server import RagContext
+    from rag_search.mcp.server import RagContext
 
 OUTPUT_BUDGET_TOKENS = 8_000  # Claude Code rejects tool output over 25,000 tokens
 CHARS_PER_TOKEN = 4

@@ -3,7 +3,7 @@
 Browsers may only talk to it from its own origins (http://127.0.0.1:PORT, http://localhost:PORT, ...) or
 configured ones; requests without an Origin (non-browser clients) are fine. The Host header must name this
 machine, which blocks DNS rebinding; a refusal says which Host was refused and how to allow it.
-Keys (mcp_keys.py) say which user a request runs as; a refused one is answered as a plain bearer-token server.
+Keys (access/http_keys.py) say which user a request runs as; a refused one is answered as a plain bearer-token server.
 """
 
 from __future__ import annotations
@@ -124,7 +124,7 @@ async def _json(send, status: int, error: str, headers: list | None = None) -> N
 
 
 def secure_app(server, allowed: Allowed, keys=None, web=None):
-    """The server's streamable-HTTP app behind the Host/Origin guard and, with keys (mcp_keys.KeyAuth), a key
+    """The server's streamable-HTTP app behind the Host/Origin guard and, with keys (http_keys.KeyAuth), a key
     check that runs each request as its user; with `web`, the search page (rag_search.web, which checks keys
     itself) at every path but /mcp, behind the same guard."""
     from mcp.server.transport_security import TransportSecuritySettings

@@ -1,6 +1,6 @@
 """rag_index through MCP: the collection a (name, path) call means, the root policy on every run, the run itself.
 
-A new folder must pass the root policy (roots.py) and is recorded as the assistant's (mcp_guard.py); an
+A new folder must pass the root policy (access/roots.py) and is recorded as the assistant's (mcp/guard.py); an
 existing collection is never re-pointed. Before each run, an assistant-made collection's folders are checked
 again: one that now leads outside the allowed roots (a symlink swapped in) is not indexed.
 A person with a key (users.py) indexes only collections they see, and adds folders only under their own
@@ -12,7 +12,8 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from rag_search import mcp_guard, users
+from rag_search.mcp import guard as mcp_guard
+from rag_search.access import users
 from rag_search.config import Paths, load_settings
 from rag_search.errors import RagError
 
@@ -46,7 +47,7 @@ def _index_target(paths: Paths, collection: str, path: str) -> str:
     """The collection to index for (name, path): an existing one at that path, or a new one registered now."""
     from rag_pipelines.config import load_collections, register_collection, validate_collection
 
-    from rag_search.roots import check_new_root
+    from rag_search.access.roots import check_new_root
 
     name = _valid_name(collection)
     settings = load_settings(paths.config)  # fresh: allowed roots added since the server started count

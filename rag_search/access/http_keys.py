@@ -20,7 +20,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Callable
 
-from rag_search import users
+from rag_search.access import users
 from rag_search.config import Paths
 
 FREE_FAILURES = 5

@@ -1,6 +1,6 @@
 """Bounds on what a search may ask (query length, filter sizes, counts, spans), shared by the CLI and the MCP server.
 
-The MCP server shows them in each tool's JSON schema (mcp_args.py) and refuses a value past them before any
+The MCP server shows them in each tool's JSON schema (mcp/args.py) and refuses a value past them before any
 work; the CLI and any other caller of the library check them here. Each bound is far above real use and below
 what would cost seconds or break SQLite:
 

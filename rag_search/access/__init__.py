@@ -1,0 +1,1 @@
+"""Who may do what: users and their keys, wrong-key limits, TLS, the query log, the folder policy."""
