@@ -20,7 +20,7 @@ from pathlib import Path
 from rag_search.embedders.e5_file import E5File
 from rag_search.embedders.e5_tokenizer import E5Tokenizer
 from rag_search.embedders.multilingual import MODEL_FILE
-from rag_search.embedders.onnx_runs import packaged_file
+from rag_search.embedders.model_files import packaged_file
 
 SCIFACT = Path(__file__).parents[2] / "shared" / "eval" / "data" / "scifact-train" / "corpus.jsonl"
 BLOCKS = [(0x20, 0x7E), (0xA0, 0x24F), (0x370, 0x3FF), (0x400, 0x4FF), (0x590, 0x6FF), (0x900, 0x97F),

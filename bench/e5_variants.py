@@ -18,7 +18,7 @@ from embedder_speed import make_chunks, ours, query_p50
 from rag_search.embedders.e5_file import E5File
 from rag_search.embedders.e5_graph import Graph, build_graph, pack_pairs
 from rag_search.embedders.multilingual import MODEL_FILE, MultilingualEmbedder
-from rag_search.embedders.onnx_runs import packaged_file
+from rag_search.embedders.model_files import packaged_file
 
 OUT = Path(__file__).parent / "out"
 

@@ -34,7 +34,7 @@ from query_latency import SyntheticQueryEmbedder, open_db, queries, real_embeddi
 
 from rag_search.retrieval import Filters, SearchRequest  # noqa: E402
 from rag_search.retrieval import pg_vector  # noqa: E402
-from rag_search.retrieval.engine import SearchEngine, search_engine  # noqa: E402
+from rag_search.retrieval import SearchEngine, search_engine  # noqa: E402
 from rag_search.retrieval.filters import SqlFilter  # noqa: E402
 from rag_search.store import open_store  # noqa: E402
 from rag_search.store.pg.migrate import migrate_store  # noqa: E402

@@ -56,9 +56,9 @@ def pytest_configure(config):
 
     os.environ.setdefault("LOCAL_RAG_MODEL_CACHE", str(derived_model.cache_dir()))
     if not derived_model.derived_path(MODEL_SHA256).is_file():
-        from rag_search.embedders.builtin import BuiltinEmbedder
+        from rag_search.embedders.builtin import vectors_for
 
-        derived_model.ensure_derived(packaged_file(*MODEL_FILE), MODEL_SHA256, BuiltinEmbedder()._open)
+        derived_model.ensure_derived(packaged_file(*MODEL_FILE), MODEL_SHA256, vectors_for)
 
 
 def pytest_report_header(config):

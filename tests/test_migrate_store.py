@@ -14,7 +14,7 @@ from rag_search.errors import StoreError
 from rag_search.store.item_writer import ParsedItem, write_items
 from rag_search.records import Chunk, Fingerprint, ItemRef
 from rag_search.retrieval import Filters, SearchRequest
-from rag_search.retrieval.engine import search_engine
+from rag_search.retrieval import search_engine
 from rag_search.store import Store, open_store, writes
 from rag_search.store.pg.migrate import migrate_store
 from rag_search.store.vectors import from_blob

@@ -19,7 +19,7 @@ from rag_search.config import EmbedderSettings, load_settings
 from rag_search.embedders import load_embedder, multilingual
 from rag_search.embedders.base import Embedder
 from rag_search.embedders.multilingual import MAX_TOKENS, PASSAGE, PREFIX_TOKENS, MultilingualEmbedder
-from rag_search.embedders.onnx_runs import packaged_file, verify_sha256
+from rag_search.embedders.model_files import packaged_file, verify_sha256
 from rag_search.errors import ConfigError, EmbedderError
 from rag_search.records import Document, Section
 from rag_search.retrieval import SearchEngine, SearchRequest

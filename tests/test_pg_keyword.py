@@ -11,7 +11,7 @@ from conftest import add_doc
 from postgres_server import fresh_database
 
 from rag_search.retrieval import Filters, SearchRequest, keyword, pg_keyword
-from rag_search.retrieval.engine import search_engine
+from rag_search.retrieval import search_engine
 from rag_search.retrieval.filters import build_where
 from rag_search.retrieval.keyword import parse_terms
 from rag_search.store import open_store

@@ -19,7 +19,7 @@ from rag_search.records import Chunk, ItemRef
 from rag_search.retrieval import Filters, SearchRequest, parse_date
 from rag_search.retrieval import pg_vector
 from rag_search.retrieval import vector as vector_mod
-from rag_search.retrieval.engine import search_engine
+from rag_search.retrieval import search_engine
 from rag_search.store import open_store, reads, writes
 
 BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]

@@ -95,7 +95,7 @@ def test_two_worker_processes_index_a_run_on_rag_db(tmp_path, monkeypatch):
     try:
         check_index(paths, paths.db, 110, workers=2)
         from rag_search.retrieval import SearchRequest
-        from rag_search.retrieval.engine import search_engine
+        from rag_search.retrieval import search_engine
 
         with open_store(paths.db) as store:
             hits = search_engine(store, None).search(SearchRequest(query="zq057x", top_k=3, mode="keyword")).hits

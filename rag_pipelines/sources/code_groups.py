@@ -56,10 +56,9 @@ def file_keys(cfg, store) -> list[str]:
 
     from rag_pipelines.indexing.scan import open_sources
     from rag_pipelines.sources.base import SourceUnavailable
-    from rag_pipelines.sources.git import GitSource
 
     keys = set(reads.item_states(store, cfg.name))
-    sources = [s for s in open_sources(cfg) if isinstance(s, GitSource)]
+    sources = [s for s in open_sources(cfg) if hasattr(s, "file_keys")]  # the git sources (sources/git.py)
     for src in sources:
         try:
             keys |= set(src.file_keys())

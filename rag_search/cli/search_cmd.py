@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import click
 
-from rag_search.retrieval.bounds import MAX_DAYS, MAX_TOP_K, check_filters, check_query
+from rag_search.retrieval.bounds import MAX_DAYS, MAX_TOP_K, check_query
+from rag_search.retrieval.filters import check_filters
 from rag_search.cli.context import App, pass_app
 from rag_search.cli.format import render_hits
 from rag_search.errors import QueryError
 from rag_search.people import PeopleDirectory, resolve_filters
 from rag_search.retrieval import Filters, SearchRequest, parse_date
-from rag_search.retrieval.engine import MODES, search_engine
+from rag_search.retrieval import search_engine
+from rag_search.retrieval.engine import MODES
 from rag_search.retrieval.relevance import at_least, engine_query_vectors, with_relevance
 from rag_search.retrieval.stale import mark_hits
 

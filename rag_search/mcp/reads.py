@@ -26,7 +26,7 @@ from rag_search.retrieval.related import related_items
 from rag_search.store import Store, reads
 
 if TYPE_CHECKING:
-    from rag_search.mcp.server import RagContext
+    from rag_search.mcp.context import RagContext
 
 OUTPUT_BUDGET_TOKENS = 8_000  # Claude Code rejects tool output over 25,000 tokens
 CHARS_PER_TOKEN = 4

@@ -21,7 +21,7 @@ from rag_search.retrieval.relevance import at_least, engine_query_vectors, with_
 from rag_search.retrieval.stale import mark_hits, stale_marks, stale_note
 
 if TYPE_CHECKING:
-    from rag_search.mcp.server import RagContext
+    from rag_search.mcp.context import RagContext
 
 
 def plan_of(query: str | None, mode: str, searches: list[Any] | None, intent: str | None) -> QueryPlan | None:

@@ -16,7 +16,6 @@ import logging
 import sys
 import time
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from functools import partial
 from typing import Any, Literal
 
@@ -38,15 +37,14 @@ from rag_search.config import LiveSettings, Paths, Settings
 from rag_search.embedders import Embedder, load_embedder
 from rag_search.embedders.warming import Warming
 from rag_search.errors import EmbedderMismatch, RagError
+from rag_search.mcp.context import RagContext
 from rag_search.mcp.args import (ChunkIndex, DateText, Days, Intent, Metadata, MinScore, PathText, Query, Queries,
                                  Searches, Span, Text, Texts, TopK, refusal)
 from rag_search.mcp.reads import compact_json
 from rag_search.mcp.schema import compact_tools
 from rag_search.people import PeopleDirectory
 from rag_search.access.query_log import QueryLog
-from rag_search.retrieval import SearchEngine
-from rag_search.retrieval.engine import search_engine
-from rag_search.retrieval.rerank import load_reranker
+from rag_search.retrieval import search_engine
 from rag_search.store import Store, open_store, reads
 from rag_search.store.vectors import same_vectors
 
@@ -60,38 +58,6 @@ INSTRUCTIONS = (
     "item with rag_get_document; explore with rag_related; several separate questions: rag_batch_search. "
     "rag_list_collections shows what is indexed."
 )
-
-
-@dataclass
-class RagContext:
-    paths: Paths
-    settings: Settings
-    store: Store
-    embedder: Embedder
-    engine: SearchEngine
-    people: PeopleDirectory | None = None
-    live: LiveSettings | None = None  # the config file, followed while the server runs
-
-    def refresh(self, max_age: float | None = None) -> RagContext:
-        """Take in an edited config file (looked at once a second, or when older than `max_age`): search
-        settings, reranker, embedder and people apply to the next call; a broken edit changes nothing."""
-        if self.live is not None and self.live.check(max_age):
-            try:
-                self._apply(self.live.settings)
-            except RagError as exc:  # e.g. a people file that cannot be read
-                self.live.error = f"{exc} (the settings loaded before stay in use)"
-        return self
-
-    def _apply(self, new: Settings) -> None:
-        people = PeopleDirectory.from_settings(new)
-        if new.embedder != self.settings.embedder:
-            self.embedder = self.engine.embedder = load_embedder(new.embedder, self.paths)
-        if new.search != self.settings.search:
-            self.engine.settings, self.engine.reranker = new.search, load_reranker(new.search)
-        self.settings, self.people = new, people
-
-    def config_state(self) -> dict[str, Any]:
-        return self.live.state() if self.live is not None else {"file": str(self.paths.config)}
 
 
 _context: RagContext | None = None

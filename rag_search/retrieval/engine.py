@@ -23,7 +23,7 @@ from rag_search.records import Hit, chunk_body
 from rag_search.retrieval import keyword, titles, vector
 from rag_search.retrieval.bit_matrix import BitMatrix
 from rag_search.retrieval.filters import Filters, SqlFilter, build_where, passing
-from rag_search.retrieval.fusion import FusedItem, Fused, fuse_chunks, fuse_items, item_ranking
+from rag_search.retrieval.fusion import FusedItem, Fused, Retrieved, fuse_chunks, fuse_items, item_ranking
 from rag_search.retrieval.rerank import (Candidate, FeatureReranker, Reranker, apply_rerank, load_reranker,
                                          query_idf)
 from rag_search.retrieval.snippets import snippet, term_pattern
@@ -65,20 +65,6 @@ class SearchRequest:
     rerank: bool | None = None  # None: as configured (search.reranker); False: never; True: the configured one
     # the query's vector when the caller embedded it already (a batch of queries embedded at once): not embedded again
     query_vector: np.ndarray | None = field(default=None, compare=False, repr=False)
-
-
-@dataclass
-class Retrieved:
-    """Each retriever's candidates for one query, before fusion."""
-
-    chunk_rankings: dict[str, list[int]] = field(default_factory=dict)  # vector, keyword_chunks: chunk ids
-    item_rankings: dict[str, list[int]] = field(default_factory=dict)  # vector, keyword, keyword_chunks: item ids
-    item_of: dict[int, int] = field(default_factory=dict)  # chunk id → item id
-    item_bm25: dict[int, float] = field(default_factory=dict)  # whole-item BM25 (FTS5 rank, lower is better)
-    chunk_distance: dict[int, float] = field(default_factory=dict)  # cosine distance of vector candidates
-    query_vector: np.ndarray | None = None
-    exact: dict[int, list[str]] = field(default_factory=dict)  # item → rare query terms only it (or few) hold
-    names: dict[int, NameMatch] = field(default_factory=dict)  # item → its name the query best covers (titles.py)
 
 
 @dataclass
@@ -505,12 +491,3 @@ def _section(r: tuple) -> dict:
 def _ms(t0: float) -> float:
     return round((time.perf_counter() - t0) * 1000, 2)
 
-
-def search_engine(store: Store, embedder: Embedder | None, settings: SearchSettings | None = None,
-                  reranker: Reranker | None = None, bits_in_ram: bool = False) -> SearchEngine:
-    """The engine for a store: rag.db's, or the PostgreSQL store's (rag_search.retrieval.pg_engine)."""
-    if store.postgres:
-        from rag_search.retrieval.pg_engine import PgSearchEngine
-
-        return PgSearchEngine(store, embedder, settings, reranker)
-    return SearchEngine(store, embedder, settings, reranker, bits_in_ram=bits_in_ram)

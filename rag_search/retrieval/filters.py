@@ -14,7 +14,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from rag_search.retrieval.bounds import MAX_DAYS
+from rag_search.retrieval.bounds import MAX_DAYS, MAX_FILTER_VALUES, MAX_PATH_CHARS, MAX_VALUE_CHARS
 from rag_search.errors import QueryError, quote
 from rag_search.people import like_patterns
 
@@ -270,3 +270,29 @@ def _named_period(text: str, now: datetime) -> tuple[datetime, datetime] | None:
     if back:
         start = start.replace(year=start.year - 1)
     return start, start.replace(year=start.year + 1) - timedelta(seconds=1)
+
+
+def check_filters(filters: Filters) -> Filters:
+    """The filters, or QueryError naming the first one with too many values or too long a value."""
+    many = {"collections": filters.collections, "source types": filters.source_types, "tags": filters.tags,
+            "participants": filters.participants, "metadata keys": tuple(filters.metadata)}
+    many |= {f"values of metadata key {quote(k, 40)}": tuple(v) for k, v in filters.metadata.items()
+             if isinstance(v, (list, tuple))}
+    for what, values in many.items():
+        if len(values) > MAX_FILTER_VALUES:
+            raise QueryError(f"{len(values):,} {what} given; one search combines at most {MAX_FILTER_VALUES}. "
+                             "Use fewer, or search several times.")
+        for value in values:
+            _check_value(what, value)
+    for value in (filters.author, *(v for v in filters.metadata.values() if not isinstance(v, (list, tuple)))):
+        _check_value("filter values", value)
+    if filters.path_prefix and (len(filters.path_prefix) > MAX_PATH_CHARS or "\x00" in filters.path_prefix):
+        raise QueryError(f"The path prefix must be a path of at most {MAX_PATH_CHARS:,} characters, without NUL "
+                         "characters.")
+    return filters
+
+
+def _check_value(what: str, value: object) -> None:
+    if value is not None and len(str(value)) > MAX_VALUE_CHARS:
+        raise QueryError(f"One of the {what} is {len(str(value)):,} characters long; filter values have at most "
+                         f"{MAX_VALUE_CHARS}.")

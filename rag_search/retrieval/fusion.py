@@ -8,6 +8,12 @@ The chunk shown for an item is its best chunk by the same fusion over the chunk 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from rag_search.retrieval.titles import NameMatch
 
 
 @dataclass
@@ -94,3 +100,17 @@ def fuse_chunks(chunk_rankings: dict[str, list[int]], item_rankings: dict[str, l
         scored = sorted((rank_of[item_of[c]], c) for c in candidates if item_of.get(c) in rank_of)
         rankings[name] = [c for _, c in scored]
     return rrf(rankings, weights, k)
+
+
+@dataclass
+class Retrieved:
+    """Each retriever's candidates for one query, before fusion."""
+
+    chunk_rankings: dict[str, list[int]] = field(default_factory=dict)  # vector, keyword_chunks: chunk ids
+    item_rankings: dict[str, list[int]] = field(default_factory=dict)  # vector, keyword, keyword_chunks: item ids
+    item_of: dict[int, int] = field(default_factory=dict)  # chunk id → item id
+    item_bm25: dict[int, float] = field(default_factory=dict)  # whole-item BM25 (FTS5 rank, lower is better)
+    chunk_distance: dict[int, float] = field(default_factory=dict)  # cosine distance of vector candidates
+    query_vector: np.ndarray | None = None
+    exact: dict[int, list[str]] = field(default_factory=dict)  # item → rare query terms only it (or few) hold
+    names: dict[int, NameMatch] = field(default_factory=dict)  # item → its name the query best covers (titles.py)

@@ -28,8 +28,7 @@ from rag_search.retrieval.keyword import MAX_TERMS, STOPWORDS
 
 if TYPE_CHECKING:
     from rag_search.config import SearchSettings
-    from rag_search.retrieval.engine import Retrieved
-    from rag_search.retrieval.fusion import FusedItem
+    from rag_search.retrieval.fusion import FusedItem, Retrieved
 
 RERANKERS = ("off", "features", "ollama")
 _WORD = re.compile(r"\w+", re.UNICODE)

@@ -10,21 +10,10 @@ import json
 from datetime import datetime, timezone
 from typing import Any
 
+from rag_search import cjk
+from rag_search.store.derived_rows import ITEM_TEXT_SQL, chunk_keywords, write_item_names, write_item_text
 from rag_search.store.names import MAX_NAMES
 
-# An item's text for items_fts, from its chunks: each chunk without the item title that opens its context
-# line (headings stay), in order. One definition for the backfill and for every write.
-ITEM_TEXT_SQL = (
-    "SELECT i.id, i.title, group_concat(CASE WHEN c.title != '' AND substr(c.text, 1, length(c.title)) = c.title "
-    "THEN substr(c.text, length(c.title) + 1) ELSE c.text END || CHUNK_KEYWORDS, char(10) ORDER BY c.idx) "
-    "FROM items i JOIN chunks c ON c.item_id = i.id WHERE {where} GROUP BY i.id"
-)
-
-# 0005_code_terms: a chunk's keywords (split code identifiers, never shown) are indexed with its text:
-# a third column of chunks_fts (weighted below the text, so an exact identifier ranks first), and appended
-# to the item's text in items_fts.
-CHUNK_KEYWORDS_SQL = "CASE WHEN c.keywords = '' THEN '' ELSE char(10) || c.keywords END"
-ITEM_TEXT_SQL = ITEM_TEXT_SQL.replace("CHUNK_KEYWORDS", CHUNK_KEYWORDS_SQL)
 CODE_TERMS_SQL = """
         ALTER TABLE chunks ADD COLUMN keywords TEXT NOT NULL DEFAULT '';
         DROP TRIGGER chunks_fts_insert;
@@ -225,7 +214,7 @@ MIGRATIONS: list[tuple[str, str]] = [
 
 # 0009_item_names: an item's names (title, aliases, file name, a book's authors: rag_search.store.names) in a table of
 # their own, one row each (rowid = item id * MAX_NAMES + n), searched as a ranked list (retrieval/titles.py).
-# Written with the item (writes.write_item_names); existing items are filled by `backfill_item_names`.
+# Written with the item (derived_rows.write_item_names); existing items are filled by `backfill_item_names`.
 ITEM_NAMES_SQL = """
         CREATE VIRTUAL TABLE item_names USING fts5(name, kind UNINDEXED, tokenize='porter unicode61');
         CREATE TRIGGER item_names_delete AFTER DELETE ON items BEGIN
@@ -242,8 +231,6 @@ SCHEMA_VERSION = len(MIGRATIONS)
 
 def backfill_item_names(conn: Any) -> None:
     """Names of items indexed before 0009, from each item's row and its first chunk (inside the migration)."""
-    from rag_search.store.writes import write_item_names
-
     rows = conn.execute("SELECT i.id, i.title, i.key, i.source_type, c.metadata, c.participants FROM items i "
                         "JOIN chunks c ON c.item_id = i.id AND c.idx = (SELECT min(idx) FROM chunks WHERE item_id = i.id)")
     for item_id, title, key, stype, meta, people in rows.fetchall():
@@ -253,9 +240,6 @@ def backfill_item_names(conn: Any) -> None:
 def backfill_cjk_keywords(conn: Any) -> None:
     """Chunks written before 0010 that hold unspaced script get its bigrams as keywords (chunks_fts follows by its
     update trigger); their items' whole-text rows are written again."""
-    from rag_search import cjk
-    from rag_search.store.writes import chunk_keywords, write_item_text
-
     rows = conn.execute("SELECT id, item_id, keywords, title, text FROM chunks WHERE text GLOB ? OR title GLOB ?",
                         (cjk.GLOB, cjk.GLOB)).fetchall()
     for chunk_id, _, keywords, title, text in rows:

@@ -7,13 +7,11 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from rag_search import cjk
 from rag_search.errors import StoreError
-from rag_search.store.names import MAX_NAMES, item_names
 from rag_search.records import Chunk, Fingerprint, ItemRef, dumps
 from rag_search.store import vectors
 from rag_search.store.database import Store
-from rag_search.store.migrations import ITEM_TEXT_SQL
+from rag_search.store.derived_rows import chunk_keywords, write_item_names, write_item_text
 
 
 def now_iso() -> str:
@@ -91,22 +89,6 @@ def _dialect(store: Store) -> Any:
     return _SQLITE
 
 
-def write_item_text(conn: Any, item_id: int) -> None:
-    """Re-derive the item's row of the whole-item keyword index from its chunks (inside the caller's transaction)."""
-    conn.execute("DELETE FROM items_fts WHERE rowid = ?", (item_id,))
-    conn.execute(f"INSERT INTO items_fts(rowid, title, text) {ITEM_TEXT_SQL.format(where='i.id = ?')}", (item_id,))
-
-
-def write_item_names(conn: Any, item_id: int, title: str, key: str, source_type: str, metadata: dict,
-                     authors: tuple[str, ...] = ()) -> None:
-    """Replace the item's rows of item_names (its title, aliases, file name...: rag_search.store.names)."""
-    base = item_id * MAX_NAMES
-    conn.execute("DELETE FROM item_names WHERE rowid BETWEEN ? AND ?", (base, base + MAX_NAMES - 1))
-    conn.executemany("INSERT INTO item_names(rowid, name, kind) VALUES (?, ?, ?)",
-                     [(base + n, name, kind) for n, (name, kind) in
-                      enumerate(item_names(title, key, source_type, metadata, authors))])
-
-
 class _SQLITE:  # noqa: N801  (rag.db's dialect of the writes above)
     insert_vectors = staticmethod(vectors.insert_vectors)
     write_item_text = staticmethod(write_item_text)
@@ -147,13 +129,6 @@ def _insert_chunk(conn: Any, item_id: int, coll_id: int, ch: Chunk) -> int:
         [(chunk_id, name, value) for name, value in facets(ch)],
     )
     return chunk_id
-
-
-def chunk_keywords(keywords: str, title: str, text: str) -> str:
-    """What a chunk is found by but never shows: its own keywords (split code identifiers) and the bigrams of its
-    unspaced-script runs (rag_search.cjk)."""
-    grams = cjk.bigrams(f"{title}\n{text}") if cjk.has_cjk(title) or cjk.has_cjk(text) else ""
-    return f"{keywords} {grams}".strip() if grams else keywords
 
 
 MAX_FACET_VALUE = 200  # characters: longer values are text, not something to filter on

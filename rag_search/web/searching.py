@@ -15,7 +15,8 @@ from typing import Any
 
 from markupsafe import Markup, escape
 
-from rag_search.retrieval.bounds import MAX_TOP_K, check_filters, check_query
+from rag_search.retrieval.bounds import MAX_TOP_K, check_query
+from rag_search.retrieval.filters import check_filters
 from rag_search.errors import NotFound, QueryError, RagError
 from rag_search.people import resolve_filters
 from rag_search.records import Hit
