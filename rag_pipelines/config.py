@@ -1,24 +1,22 @@
-"""Collections and their sources, from the config file's `collections:` plus CLI-registered ones.
+"""Collections and their sources, validated: each source's options by its own model, plus the seed's collections.
 
-No Dagster here: the CLI reads this cheaply. Validation errors name the file, the collection/source
-and the field. Collections added by `local-rag index <type>` live in $LOCAL_RAG_HOME/registry.yaml
-(machine-written), so the user's own config file is never rewritten. Collection names are what users
-type ("Project Alpha"); `safe_name` maps them to Dagster-safe identifiers.
+What the files declare (config.yaml's `collections:`, registry.yaml, names) is shared knowledge in
+rag_search.collection_config, which the search side reads without importing this package. No Dagster here: the
+CLI reads this cheaply. Validation errors name the file, the collection/source and the field.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import re
-import unicodedata
 from dataclasses import fields
 from pathlib import Path
 from typing import Annotated, Literal, Union
 
-import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
+from rag_search.collection_config import (MAX_NAME, Declared, check_name, declared, register, registry_path,  # noqa: F401
+                                         safe_name)  # (re-exported)
 from rag_search.config import FileWatch, Paths, Settings, describe_validation_error, load_settings
 from rag_search.errors import ConfigError
 
@@ -26,8 +24,6 @@ from rag_pipelines.parsers.limits import Limits
 from rag_pipelines.sources.options import Capture, Model, SourceOptions, compile_capture  # noqa: F401 (re-exported)
 from rag_pipelines.sources.registry import options_models, source_types
 
-MAX_NAME = 64
-_IDENT = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 log = logging.getLogger("local_rag")
 
 
@@ -88,29 +84,6 @@ class CollectionConfig(Model):
         return safe_name(self.name)
 
 
-def check_name(name: str) -> str:
-    v = unicodedata.normalize("NFC", str(name)).strip()
-    if not v:
-        raise ValueError("a collection name cannot be empty")
-    if len(v) > MAX_NAME:
-        raise ValueError(f"a collection name has at most {MAX_NAME} characters")
-    if any(unicodedata.category(ch).startswith("C") for ch in v) or "/" in v:
-        raise ValueError("a collection name cannot hold '/' or control characters (letters, digits, spaces and "
-                         "punctuation are fine)")
-    return v
-
-
-def safe_name(name: str) -> str:
-    """A Dagster-safe identifier for a display name: itself when it already is one, else a slug + hash."""
-    if _IDENT.match(name):
-        return name
-    ascii_ = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode()
-    slug = re.sub(r"[^A-Za-z0-9]+", "_", ascii_).strip("_").lower() or "collection"
-    if not slug[0].isalpha():
-        slug = "c_" + slug
-    return f"{slug[:40]}_{hashlib.sha1(name.encode()).hexdigest()[:6]}"
-
-
 def source_labels(cfg: CollectionConfig) -> list[str | None]:
     """Key prefixes per source: none for a single source; the label, first root's name or type otherwise."""
     if len(cfg.sources) == 1:
@@ -128,27 +101,27 @@ def source_labels(cfg: CollectionConfig) -> list[str | None]:
     return out
 
 
-def registry_path(paths: Paths) -> Path:
-    return paths.home / "registry.yaml"
-
-
 def load_collections(paths: Paths | None = None, settings: Settings | None = None) -> dict[str, CollectionConfig]:
-    """All configured collections: the config file's, the seed keys', then the CLI registry's.
+    """All configured collections: the config file's, the seed keys', then the CLI registry's, validated.
 
     The config file wins on a name clash; `disabled_collections` are left out.
     """
     paths = paths or Paths.from_env()
     settings = settings or load_settings(paths.config)
-    out = _parse(paths.config, settings.collections)
+    entries = declared(paths, settings, with_disabled=True)
+    out = {cfg.name: cfg for cfg in (_validate(d) for d in entries.values() if d.file == paths.config)}
     for name, cfg in _parse(paths.config, _seed_collections(settings)).items():
         out.setdefault(name, cfg)
-    reg = registry_path(paths)
-    if reg.exists():
-        raw = yaml.safe_load(reg.read_text(encoding="utf-8")) or {}
-        for name, cfg in _parse(reg, raw.get("collections", {})).items():
-            out.setdefault(name, cfg)
+    for entry in entries.values():
+        if entry.file != paths.config and entry.name not in out:
+            cfg = _validate(entry)
+            out.setdefault(cfg.name, cfg)
     disabled = set(settings.disabled_collections)
     return {n: c for n, c in out.items() if n not in disabled}
+
+
+def _validate(entry: Declared) -> CollectionConfig:
+    return validate_collection({**entry.body, "name": entry.name}, entry.file)
 
 
 _followed: dict[str, tuple[FileWatch, dict[str, CollectionConfig]]] = {}  # config file → its watch, last good load
@@ -209,15 +182,10 @@ def validate_collection(body: dict, file: Path | str = "the command line") -> Co
 
 
 def register_collection(paths: Paths, cfg: CollectionConfig) -> None:
-    """Add or replace a CLI-registered collection in registry.yaml."""
-    reg = registry_path(paths)
-    raw = (yaml.safe_load(reg.read_text(encoding="utf-8")) or {}) if reg.exists() else {}
+    """Add or replace a CLI-registered collection in registry.yaml (under its lock, written atomically)."""
     body = cfg.model_dump(mode="json", exclude={"name"}, exclude_defaults=True)
     body["sources"] = [_source_body(s) for s in cfg.sources]
-    raw.setdefault("collections", {})[cfg.name] = body
-    reg.parent.mkdir(parents=True, exist_ok=True)
-    reg.write_text("# Written by `local-rag index`; edit config.yaml instead to customise.\n"
-                   + yaml.safe_dump(raw, sort_keys=True, allow_unicode=True), encoding="utf-8")
+    register(paths, cfg.name, body)
 
 
 def _source_body(src: SourceOptions) -> dict:

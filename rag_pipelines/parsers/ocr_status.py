@@ -31,10 +31,13 @@ def engines() -> dict[str, str]:
     return out
 
 
-def sources(collections: dict) -> list[dict]:
-    """Per obsidian/project source: collection, source, enabled, engine (or None), languages, missing."""
+def sources(paths) -> list[dict]:
+    """Per obsidian/project source of the configured collections: collection, source, enabled, engine (or None),
+    languages, missing."""
+    from rag_pipelines.config import load_collections
+
     rows = []
-    for name, cfg in collections.items():
+    for name, cfg in load_collections(paths).items():
         for src in cfg.sources:
             options = getattr(src, "ocr", None)
             if options is None:

@@ -2,19 +2,20 @@
 
 YAML: the `users:` block (from its line to the next line that starts at the first column) is replaced by the
 new one, or appended when there is none; comments elsewhere stay. A seed config.json is rewritten as JSON.
-The new file is validated before it replaces the old one, so a bad edit never leaves a broken config.
+The new file is validated before it replaces the old one, so a bad edit never leaves a broken config; each
+change is made under the file's lock (file_updates.py).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import yaml
 
+from rag_search import file_updates
 from rag_search.config import Settings, load_settings
 from rag_search.errors import ConfigError
 
@@ -27,8 +28,14 @@ def read_users(path: Path) -> dict[str, dict[str, Any]]:
             for name, u in load_settings(path).users.items()}
 
 
-def save_users(path: Path, entries: dict[str, dict[str, Any]]) -> Settings:
-    """Write `entries` as the users section of the config file at `path` (created if missing)."""
+def change_users(path: Path, change: Callable[[dict[str, dict[str, Any]]], dict[str, dict[str, Any]]]) -> Settings:
+    """Replace the users section of the config file at `path` (created if missing) by change(its entries), under the
+    file's lock: two `local-rag users ...` at once both keep their change. `change` may raise to leave it as is."""
+    with file_updates.locked(path):
+        return _save(path, change(read_users(path) if path.exists() else {}))
+
+
+def _save(path: Path, entries: dict[str, dict[str, Any]]) -> Settings:
     text = path.read_text(encoding="utf-8") if path.exists() else ""
     if path.suffix == ".json":
         data = json.loads(text or "{}")
@@ -41,11 +48,10 @@ def save_users(path: Path, entries: dict[str, dict[str, Any]]) -> Settings:
     try:
         settings = load_settings(tmp)
     except ConfigError as exc:
-        tmp.unlink()
         raise ConfigError(f"{path} was left unchanged: the edit would not validate ({exc})") from exc
-    if path.exists():
-        os.chmod(tmp, path.stat().st_mode & 0o777)
-    os.replace(tmp, path)
+    finally:
+        tmp.unlink()
+    file_updates.write_atomic(path, new, mode=0o600)  # it holds the keys' hashes
     return settings
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import os
 import re
 import secrets
 from contextlib import contextmanager
@@ -22,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
+from rag_search import file_updates
 from rag_search.config import Paths, Settings, load_settings
 from rag_search.errors import ConfigError, RootRefused
 
@@ -170,13 +170,13 @@ def remember_made(paths: Paths, user: User, collection: str) -> None:
     """Record that `user` added `collection` (so they see it); nothing for the owner, who sees all anyway."""
     if user.sees_all:
         return
-    data = made(paths)
-    data[user.name] = sorted(set(data.get(user.name, [])) | {collection})
     file = paths.home / MADE
-    tmp = file.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"about": "Collections each user added with rag_index (they see them besides the "
-                               "collections config.yaml grants them).", "users": data}, indent=1), encoding="utf-8")
-    os.replace(tmp, file)
+    with file_updates.locked(file):  # two users' rag_index at once both keep theirs
+        data = made(paths)
+        data[user.name] = sorted(set(data.get(user.name, [])) | {collection})
+        file_updates.write_atomic(file, json.dumps({"about": "Collections each user added with rag_index (they see "
+                                                   "them besides the collections config.yaml grants them).",
+                                                   "users": data}, indent=1))
 
 
 def _stamp(file: Path) -> tuple | None:

@@ -73,10 +73,9 @@ def status(app: App, as_json: bool):
 
 def _ocr(app: App) -> dict:
     """The OCR engines there are, and the one each folder source uses (status is not on the search path)."""
-    from rag_pipelines.config import load_collections
     from rag_pipelines.parsers import ocr_status
 
-    return {"engines": ocr_status.engines(), "sources": ocr_status.sources(load_collections(app.paths))}
+    return {"engines": ocr_status.engines(), "sources": ocr_status.sources(app.paths)}
 
 
 def _ocr_lines(ocr: dict) -> str:

@@ -30,16 +30,19 @@ def _names(values: tuple[str, ...]) -> list[str]:
 def users_add(app: App, name: str, grants: tuple[str, ...], admin: bool, roots: tuple[str, ...]):
     """Add a user and print their new key (once: only its hash is kept in config.yaml)."""
     from rag_search.access import users
-    from rag_search.access.user_config import read_users, save_users
+    from rag_search.access.user_config import change_users
 
-    entries = read_users(app.paths.config)
-    if users.valid_name(name) in entries:
-        raise ConfigError(f"User '{name}' exists. `local-rag users key {name}` gives them a new key; "
-                          f"`local-rag users grant {name} COLLECTION` more collections.")
     key = users.new_key()
     entry: dict = {"key_sha256": users.key_hash(key), "collections": _names(grants)}
     entry |= ({"admin": True} if admin else {}) | ({"roots": [str(click.format_filename(r)) for r in roots]} if roots else {})
-    save_users(app.paths.config, entries | {name: entry})
+
+    def add(entries: dict) -> dict:
+        if users.valid_name(name) in entries:
+            raise ConfigError(f"User '{name}' exists. `local-rag users key {name}` gives them a new key; "
+                              f"`local-rag users grant {name} COLLECTION` more collections.")
+        return entries | {name: entry}
+
+    change_users(app.paths.config, add)
     click.echo(key)
     _explain(app, name, entry)
 
@@ -50,11 +53,9 @@ def users_add(app: App, name: str, grants: tuple[str, ...], admin: bool, roots: 
 def users_key(app: App, name: str):
     """Give a user a new key (printed once); their old key stops working at once."""
     from rag_search.access import users
-    from rag_search.access.user_config import save_users
 
-    entries = _existing(app, name)
     key = users.new_key()
-    save_users(app.paths.config, entries | {name: entries[name] | {"key_sha256": users.key_hash(key)}})
+    _change(app, name, lambda entry: entry | {"key_sha256": users.key_hash(key)})
     click.echo(key)
     click.echo(f"New key of '{name}' (shown once); the old one no longer works.", err=True)
 
@@ -82,10 +83,7 @@ def users_revoke(app: App, name: str, collections: tuple[str, ...]):
 @pass_app
 def users_remove(app: App, name: str):
     """Remove a user: their key stops working at once."""
-    from rag_search.access.user_config import save_users
-
-    entries = _existing(app, name)
-    save_users(app.paths.config, {n: e for n, e in entries.items() if n != name})
+    _change(app, name, lambda entry: None)
     click.echo(f"Removed user '{name}'; their key no longer works.", err=True)
 
 
@@ -111,23 +109,27 @@ def users_list(app: App, as_json: bool):
         click.echo(f"{r['name']}: reads {reads}{roots}")
 
 
-def _existing(app: App, name: str) -> dict:
-    from rag_search.access.user_config import read_users
+def _change(app: App, name: str, change) -> dict | None:
+    """Replace user `name`'s entry by change(entry) (None removes it), under config.yaml's lock; ConfigError naming
+    the users there are when there is no such user. Returns the new entry."""
+    from rag_search.access.user_config import change_users
 
-    entries = read_users(app.paths.config)
-    if name not in entries:
-        known = ", ".join(entries) or "none yet"
-        raise ConfigError(f"No user '{name}' in {app.paths.config} (users: {known}). `local-rag users add {name}` "
-                          "adds one.")
-    return entries
+    done: list[dict | None] = []
+
+    def apply(entries: dict) -> dict:
+        if name not in entries:
+            known = ", ".join(entries) or "none yet"
+            raise ConfigError(f"No user '{name}' in {app.paths.config} (users: {known}). `local-rag users add {name}` "
+                              "adds one.")
+        done.append(change(entries[name]))
+        return {n: (done[0] if n == name else e) for n, e in entries.items() if n != name or done[0] is not None}
+
+    change_users(app.paths.config, apply)
+    return done[0]
 
 
 def _regrant(app: App, name: str, change) -> None:
-    from rag_search.access.user_config import save_users
-
-    entries = _existing(app, name)
-    entry = entries[name] | {"collections": change(list(entries[name].get("collections", [])))}
-    save_users(app.paths.config, entries | {name: entry})
+    entry = _change(app, name, lambda entry: entry | {"collections": change(list(entry.get("collections", [])))})
     _explain(app, name, entry, with_key=False)
 
 

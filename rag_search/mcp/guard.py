@@ -15,13 +15,14 @@ collection they may not see is answered as one that does not exist (its name is 
 from __future__ import annotations
 
 import json
-import os
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Container, Iterable
 
+from rag_search import file_updates
 from rag_search.access import users
+from rag_search.collection_config import declared, source_paths
 from rag_search.config import Paths, load_settings
 from rag_search.errors import ConfigError, NotFound, RootRefused
 from rag_search.access.roots import OUTSIDE, RAG_HOME, WHOLE_HOME, refusal
@@ -34,12 +35,13 @@ _snapshots: dict[Path, tuple[tuple, tuple[dict[str, list[str]], list[str]]]] = {
 def remember(paths: Paths, name: str, folder: Path) -> None:
     """Record that an AI assistant added `folder` as collection `name` (before it is registered)."""
     file = paths.home / RECORD
-    data = _read(file)
-    data[name] = [str(folder)]
-    tmp = file.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"about": "Folders AI assistants added with rag_index; local-rag checks where they "
-                               "lead on every MCP run and read.", "collections": data}, indent=1), encoding="utf-8")
-    os.replace(tmp, file)
+
+    def add(text: str | None) -> str:
+        data = _parse(file, text) | {name: [str(folder)]}
+        return json.dumps({"about": "Folders AI assistants added with rag_index; local-rag checks where they lead on "
+                           "every MCP run and read.", "collections": data}, indent=1)
+
+    file_updates.update(file, add)
 
 
 def refusals(paths: Paths) -> dict[str, str]:
@@ -155,10 +157,7 @@ def _snapshot(paths: Paths) -> tuple[dict[str, list[str]], list[str]]:
 
 def _current_paths(paths: Paths, settings) -> dict[str, list[str]]:
     """Each configured collection's paths (config file and registry), resolved as the sources resolve them."""
-    from rag_pipelines.config import load_collections, source_paths  # lazily: only when an assistant added one
-
-    configured = load_collections(paths, settings.model_copy(update={"disabled_collections": []}))
-    return {name: sorted(source_paths(cfg)) for name, cfg in configured.items()}
+    return {name: sorted(source_paths(entry)) for name, entry in declared(paths, settings, with_disabled=True).items()}
 
 
 def _resolved(folders: list[str]) -> list[str]:
@@ -167,13 +166,24 @@ def _resolved(folders: list[str]) -> list[str]:
 
 def _read(file: Path) -> dict[str, list[str]]:
     try:
-        data = json.loads(file.read_text(encoding="utf-8"))
+        return _parse(file, file.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return {}
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"Cannot read {file} ({exc}): it records the folders AI assistants added. Restore it, "
-                          "or delete it (the collections it listed then count as the user's own).") from exc
+    except OSError as exc:
+        raise _unreadable(file, exc) from exc
+
+
+def _parse(file: Path, text: str | None) -> dict[str, list[str]]:
+    try:
+        data = json.loads(text) if text is not None else {}
+    except ValueError as exc:
+        raise _unreadable(file, exc) from exc
     return {str(k): [str(p) for p in v] for k, v in (data.get("collections") or {}).items()}
+
+
+def _unreadable(file: Path, exc: Exception) -> ConfigError:
+    return ConfigError(f"Cannot read {file} ({exc}): it records the folders AI assistants added. Restore it, "
+                       "or delete it (the collections it listed then count as the user's own).")
 
 
 def _stamp(file: Path) -> tuple[int, int] | None:

@@ -12,10 +12,12 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from rag_search.mcp import guard as mcp_guard
 from rag_search.access import users
+from rag_search.access.roots import check_new_root
+from rag_search.collection_config import check_name, declared, register, source_paths
 from rag_search.config import Paths, load_settings
 from rag_search.errors import RagError
+from rag_search.mcp import guard as mcp_guard
 
 
 def index(paths: Paths, collection: str, path: str | None) -> dict:
@@ -37,21 +39,15 @@ def index(paths: Paths, collection: str, path: str | None) -> dict:
 def _may_index(paths: Paths, name: str) -> bool:
     """The owner may ask for any name (a wrong one is told the configured ones); a person with a key only for a
     configured collection they see (so no other name is ever listed to them)."""
-    from rag_pipelines.config import load_collections
-
     visible = users.visible(paths)
-    return visible is None or (name in visible and name in load_collections(paths))
+    return visible is None or (name in visible and name in declared(paths))
 
 
 def _index_target(paths: Paths, collection: str, path: str) -> str:
     """The collection to index for (name, path): an existing one at that path, or a new one registered now."""
-    from rag_pipelines.config import load_collections, register_collection, validate_collection
-
-    from rag_search.access.roots import check_new_root
-
     name = _valid_name(collection)
     settings = load_settings(paths.config)  # fresh: allowed roots added since the server started count
-    existing = load_collections(paths, settings.model_copy(update={"disabled_collections": []})).get(name)
+    existing = declared(paths, settings, with_disabled=True).get(name)
     if existing is not None:
         if not users.may_see(paths, name):  # another user's: not re-pointed, not named to this one
             raise RagError(f"The collection name '{name}' is taken. Call rag_index again with another name.")
@@ -62,30 +58,20 @@ def _index_target(paths: Paths, collection: str, path: str) -> str:
     users.check_root(user, folder, paths)
     mcp_guard.remember(paths, name, folder)  # first: a collection registered but not recorded would be trusted
     users.remember_made(paths, user, name)
-    register_collection(paths, validate_collection(
-        {"name": name, "kind": "project", "sources": [{"type": "project", "paths": [str(folder)]}]}))
+    register(paths, name, {"kind": "project", "sources": [{"type": "project", "paths": [str(folder)]}]})
     return name
 
 
 def _valid_name(name: str) -> str:
     """The collection name as stored (normalised); an invalid one is a one-line error."""
-    from pydantic import ValidationError
-
-    from rag_pipelines.config import CollectionConfig
-
     try:
-        return CollectionConfig.model_validate({"name": name, "sources": [{"type": "project", "paths": ["."]}]}).name
-    except ValidationError as exc:
-        about_name = [e for e in exc.errors() if e["loc"][:1] == ("name",)]
-        msg = str((about_name or exc.errors())[0]["msg"]).removeprefix("Value error, ")
-        what = "cannot be a collection name" if about_name else "cannot be indexed"
-        raise RagError(f"{name!r} {what}: {msg}. Call rag_index again with another name.") from exc
+        return check_name(name)
+    except ValueError as exc:
+        raise RagError(f"{name!r} cannot be a collection name: {exc}. Call rag_index again with another name.") from exc
 
 
 def _same_paths(paths: Paths, existing, path: str, configured: bool) -> None:
     """Refuse to re-point an existing collection: rag_index(name, path) only re-indexes it at its own path."""
-    from rag_pipelines.config import source_paths
-
     current = source_paths(existing)
     folder = Path(path).expanduser().resolve()
     if folder in {Path(p).expanduser().resolve() for p in current}:

@@ -1,11 +1,11 @@
-"""The MCP server: search tools and ingestion resources (with mcp_http, the only modules importing the `mcp` SDK).
+"""The MCP server: search tools and ingestion resources (with mcp/http.py, the only modules importing the `mcp` SDK).
 
 One warm process: rag.db and the embedder are opened once and shared by every session. Tools are
 thin: parse arguments → one library call → JSON. Errors come back as tool errors that say what to do.
-Arguments carry their bounds (mcp_args); the read tools' answers are built in mcp_reads, rag_index's runs in
-mcp_index, and both leave out what mcp_guard refuses (a folder an assistant added that now leads elsewhere).
-Over HTTP with keys each request runs as its user (mcp_http sets users.current()), so the same functions show
-that user's collections only; each call can be recorded in the query log (query_log.py).
+Arguments carry their bounds (args.py); the read tools' answers are built in reads.py, rag_index's runs in
+index.py, and both leave out what guard.py refuses (a folder an assistant added that now leads elsewhere).
+Over HTTP with keys each request runs as its user (http.py sets access/users.current()), so the same functions show
+that user's collections only; each call can be recorded in the query log (access/query_log.py).
 The handshake does not wait for the model: it loads in the background and the first search waits for it.
 """
 
@@ -26,24 +26,23 @@ from mcp_types import ToolAnnotations
 from pydantic import ValidationError
 
 from rag_search import __version__
-from rag_search.mcp import guard as mcp_guard
-from rag_search.mcp import http as mcp_http
-from rag_search.mcp import index as mcp_index
-from rag_search.access import http_keys
-from rag_search.mcp import reads as mcp_reads
-from rag_search.mcp import search as mcp_search
-from rag_search.access import users
+from rag_search.access import http_keys, users
+from rag_search.access.query_log import QueryLog
 from rag_search.config import LiveSettings, Paths, Settings
 from rag_search.embedders import Embedder, load_embedder
 from rag_search.embedders.warming import Warming
 from rag_search.errors import EmbedderMismatch, RagError
-from rag_search.mcp.context import RagContext
+from rag_search.mcp import guard as mcp_guard
+from rag_search.mcp import http as mcp_http
+from rag_search.mcp import index as mcp_index
+from rag_search.mcp import reads as mcp_reads
+from rag_search.mcp import search as mcp_search
 from rag_search.mcp.args import (ChunkIndex, DateText, Days, Intent, Metadata, MinScore, PathText, Query, Queries,
                                  Searches, Span, Text, Texts, TopK, refusal)
+from rag_search.mcp.context import RagContext
 from rag_search.mcp.reads import compact_json
 from rag_search.mcp.schema import compact_tools
 from rag_search.people import PeopleDirectory
-from rag_search.access.query_log import QueryLog
 from rag_search.retrieval import search_engine
 from rag_search.store import Store, open_store, reads
 from rag_search.store.vectors import same_vectors

@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from rag_search.collection_config import declared
 from rag_search.errors import RagError
 from rag_search.store import reads
 from rag_search.web.backend import Backend
@@ -98,9 +99,7 @@ def status(backend: Backend, allowed: frozenset[str] | None, dagster_ui: str) ->
 def configured(backend: Backend) -> list[str]:
     """The collections of the config file and registry (so one never indexed can be indexed from here)."""
     try:
-        from rag_pipelines.config import load_collections
-
-        return sorted(load_collections(backend.paths))
+        return sorted(declared(backend.paths))
     except RagError:
         return []  # a config being edited: the indexed collections still show
 
