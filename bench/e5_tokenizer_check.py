@@ -17,8 +17,8 @@ import subprocess
 import unicodedata
 from pathlib import Path
 
-from rag_search.embedders.e5_file import E5File
-from rag_search.embedders.e5_tokenizer import E5Tokenizer
+from rag_search.embedders.multilingual.file import E5File
+from rag_search.embedders.multilingual.tokenizer import E5Tokenizer
 from rag_search.embedders.multilingual import MODEL_FILE
 from rag_search.embedders.model_files import packaged_file
 

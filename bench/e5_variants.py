@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 from embedder_speed import make_chunks, ours, query_p50
 
-from rag_search.embedders.e5_file import E5File
-from rag_search.embedders.e5_graph import Graph, build_graph, pack_pairs
+from rag_search.embedders.multilingual.file import E5File
+from rag_search.embedders.multilingual.graph import Graph, build_graph, pack_pairs
 from rag_search.embedders.multilingual import MODEL_FILE, MultilingualEmbedder
 from rag_search.embedders.model_files import packaged_file
 

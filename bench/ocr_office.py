@@ -39,7 +39,7 @@ from office_builders import big_deck, big_workbook, image_pdf, text_image  # noq
 
 from rag_pipelines.parsers import Limits, OcrSettings, parse  # noqa: E402
 from rag_pipelines.parsers.ocr import OcrRun  # noqa: E402
-from rag_pipelines.parsers.ocr_engines import ENGINES  # noqa: E402
+from rag_pipelines.parsers.ocr.engines import ENGINES  # noqa: E402
 
 VARIANTS = {"clean 12pt": {}, "small 9pt": {"size": 25}, "noisy": {"noise": 40, "jpeg": True},
             "skewed 4°": {"turn": 4}, "turned 90°": {"turn": 90}, "turned 180°": {"turn": 180},

@@ -20,7 +20,7 @@ sys.path[:0] = [str(HERE), str(HERE.parent / "tests")]
 
 from synthetic import real_embeddings  # noqa: E402
 
-from rag_search.retrieval import pg_vector  # noqa: E402
+from rag_search.retrieval.pg import vector as pg_vector  # noqa: E402
 from rag_search.retrieval.filters import SqlFilter  # noqa: E402
 from rag_search.store import open_store  # noqa: E402
 from rag_search.store.pg.connection import vector_text  # noqa: E402

@@ -33,7 +33,7 @@ from postgres_server import fresh_database, start_server, stop_server  # noqa: E
 from query_latency import SyntheticQueryEmbedder, open_db, queries, real_embeddings, run  # noqa: E402
 
 from rag_search.retrieval import Filters, SearchRequest  # noqa: E402
-from rag_search.retrieval import pg_vector  # noqa: E402
+from rag_search.retrieval.pg import vector as pg_vector  # noqa: E402
 from rag_search.retrieval import SearchEngine, search_engine  # noqa: E402
 from rag_search.retrieval.filters import SqlFilter  # noqa: E402
 from rag_search.store import open_store  # noqa: E402

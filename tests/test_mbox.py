@@ -16,10 +16,11 @@ from rag_pipelines.indexing import runs
 from rag_pipelines.config import load_collections
 from rag_pipelines.parsers.limits import Limits
 from rag_pipelines.indexing.scan import open_sources
-from rag_pipelines.sources import mbox, mbox_index
+from rag_pipelines.sources import mbox
+from rag_pipelines.sources.mbox import index as mbox_index
 from rag_pipelines.sources.base import SourceUnavailable
 from rag_pipelines.sources.mbox import GmailOptions, GmailSource
-from rag_pipelines.sources.mbox_envelope import envelope_time
+from rag_pipelines.sources.mbox.envelope import envelope_time
 from rag_pipelines.wiring import resources
 from rag_search.cli.main import cli
 from rag_search.config import Paths, load_settings

@@ -28,9 +28,10 @@ from hostile import mail as hostile
 from rag_pipelines.indexing import runs
 from rag_pipelines.parsers.mail_headers import decode_header_value
 from rag_pipelines.parsers.rfc822 import mail_record
-from rag_pipelines.sources import mbox, mbox_index
+from rag_pipelines.sources import mbox
+from rag_pipelines.sources.mbox import index as mbox_index
 from rag_pipelines.sources.mbox import GmailOptions, GmailSource
-from rag_pipelines.sources.mbox_envelope import envelope_time, parse
+from rag_pipelines.sources.mbox.envelope import envelope_time, parse
 from rag_pipelines.wiring import resources
 from rag_search.cli.main import cli
 from rag_search.config import Paths

@@ -15,7 +15,7 @@ from office_builders import deck, image_pdf, text_image, workbook
 
 from rag_pipelines.parsers import Limits, OcrSettings, ParseError, parse
 from rag_pipelines.parsers.ocr import OcrRun, choose
-from rag_pipelines.parsers.ocr_engines import ENGINES, OcrFailed, tsv_lines
+from rag_pipelines.parsers.ocr.engines import ENGINES, OcrFailed, tsv_lines
 
 PUBLIC = Path(__file__).parent / "fixtures" / "public"
 RECEIPT = ["Invoice 2024-117 total 1234.50 EUR", "Paid by card at Cafe Luna"]
@@ -147,7 +147,7 @@ def test_the_models_come_in_the_rapidocr_wheel():
     """The files the worker loads are in the installed wheel's RECORD: pip put them there, nothing fetched them."""
     from importlib.metadata import files
 
-    from rag_pipelines.parsers.ocr_worker import MODELS, model_dir
+    from rag_pipelines.parsers.ocr.worker import MODELS, model_dir
 
     shipped = {Path(str(f)).name for f in files("rapidocr") if str(f).startswith("rapidocr/models/")}
     assert set(MODELS.values()) <= shipped and all((model_dir() / name).is_file() for name in MODELS.values())

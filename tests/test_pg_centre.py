@@ -10,7 +10,7 @@ from postgres_server import fresh_database
 
 from rag_search.embedders.centres import bits_centre_of
 from rag_search.embedders.multilingual import MultilingualEmbedder
-from rag_search.retrieval import pg_vector
+from rag_search.retrieval.pg import vector as pg_vector
 from rag_search.store import open_store
 from rag_search.store.pg import writes as pg_writes
 from rag_search.store.pg.connection import vector_text

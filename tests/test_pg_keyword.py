@@ -10,7 +10,8 @@ import pytest
 from conftest import add_doc
 from postgres_server import fresh_database
 
-from rag_search.retrieval import Filters, SearchRequest, keyword, pg_keyword
+from rag_search.retrieval import Filters, SearchRequest, keyword
+from rag_search.retrieval.pg import keyword as pg_keyword
 from rag_search.retrieval import search_engine
 from rag_search.retrieval.filters import build_where
 from rag_search.retrieval.keyword import parse_terms

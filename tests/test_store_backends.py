@@ -17,7 +17,7 @@ from rag_search.embedders.cached import embed_texts
 from rag_search.errors import ConfigError, EmbedderMismatch, NotFound, StoreError
 from rag_search.records import Chunk, ItemRef
 from rag_search.retrieval import Filters, SearchRequest, parse_date
-from rag_search.retrieval import pg_vector
+from rag_search.retrieval.pg import vector as pg_vector
 from rag_search.retrieval import vector as vector_mod
 from rag_search.retrieval import search_engine
 from rag_search.store import open_store, reads, writes

@@ -73,7 +73,7 @@ def status(app: App, as_json: bool):
 
 def _ocr(app: App) -> dict:
     """The OCR engines there are, and the one each folder source uses (status is not on the search path)."""
-    from rag_pipelines.parsers import ocr_status
+    from rag_pipelines.parsers.ocr import status as ocr_status
 
     return {"engines": ocr_status.engines(), "sources": ocr_status.sources(app.paths)}
 
@@ -194,8 +194,8 @@ def _checks(app: App, fix: bool) -> list[tuple[str, Callable[[], str]]]:
         return f"index built with {app.embedder.id}"
 
     def ocr() -> str:
-        from rag_pipelines.parsers import ocr_status
-        from rag_pipelines.parsers.ocr_engines import OcrFailed
+        from rag_pipelines.parsers.ocr import status as ocr_status
+        from rag_pipelines.parsers.ocr.engines import OcrFailed
 
         try:
             return ocr_status.self_test()

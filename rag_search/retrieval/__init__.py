@@ -18,9 +18,9 @@ __all__ = ["Filters", "SearchEngine", "SearchRequest", "SearchResult", "parse_da
 
 def search_engine(store: Store, embedder: Embedder | None, settings: SearchSettings | None = None,
                   reranker: Reranker | None = None, bits_in_ram: bool = False) -> SearchEngine:
-    """The engine for a store: rag.db's, or the PostgreSQL store's (rag_search.retrieval.pg_engine)."""
+    """The engine for a store: rag.db's, or the PostgreSQL store's (rag_search.retrieval.pg.engine)."""
     if store.postgres:
-        from rag_search.retrieval.pg_engine import PgSearchEngine
+        from rag_search.retrieval.pg.engine import PgSearchEngine
 
         return PgSearchEngine(store, embedder, settings, reranker)
     return SearchEngine(store, embedder, settings, reranker, bits_in_ram=bits_in_ram)

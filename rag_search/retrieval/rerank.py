@@ -119,7 +119,7 @@ def query_idf(conn: Any, query: str, n_items: int, df_cache: dict[str, int],
     from rag_search.retrieval.keyword import Term
 
     if postgres:
-        from rag_search.retrieval import pg_keyword
+        from rag_search.retrieval.pg import keyword as pg_keyword
 
         def df(w: str) -> int:
             return pg_keyword.df(conn, Term(w), df_cache, pg_keyword.ITEMS)

@@ -48,7 +48,7 @@ def search(conn: Any, query: str, terms: list[Term], where: SqlFilter, limit: in
     """Best name match per item, best first; at most `limit` items.
 
     lookups: where document frequencies, candidate name rows and stems come from (df, candidates, stems); rag.db's
-    FTS5 tables by default, the PostgreSQL store's with rag_search.retrieval.pg_keyword.NameLookups."""
+    FTS5 tables by default, the PostgreSQL store's with rag_search.retrieval.pg.keyword.NameLookups."""
     if not terms:
         return []
     lookups = lookups or _Fts5Lookups

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import math
 
-from rag_search.retrieval import pg_keyword, pg_vector
+from rag_search.retrieval.pg import keyword as pg_keyword
+from rag_search.retrieval.pg import vector as pg_vector
 from rag_search.retrieval.engine import SearchEngine, SearchResult
 from rag_search.retrieval.filters import Filters, SqlFilter, build_where
 from rag_search.retrieval.keyword import KeywordRun, Term

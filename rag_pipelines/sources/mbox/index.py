@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import BinaryIO, NamedTuple
 
 from rag_pipelines.parsers.mail_headers import decode_header_value, normalise_message_id
-from rag_pipelines.sources import mbox_envelope
+from rag_pipelines.sources.mbox import envelope as mbox_envelope
 
 FORMAT = 2  # of the sidecar's rows: bump when Rec or its parsing changes (old tables are then ignored)
 BLOCK = 8 * 1024 * 1024  # bytes read at a time

@@ -64,7 +64,7 @@ class RapidOcr:
 
     @staticmethod
     def missing() -> str | None:
-        from rag_pipelines.parsers.ocr_worker import missing_models, model_dir
+        from rag_pipelines.parsers.ocr.worker import missing_models, model_dir
 
         if model_dir() is None:
             return "rapidocr is not installed (pip install rapidocr==3.10.0)"
@@ -77,7 +77,7 @@ class RapidOcr:
         return [lang for lang in languages if lang.lower() not in RAPIDOCR_LANGUAGES]
 
     def key(self, languages: tuple[str, ...]) -> str:
-        from rag_pipelines.parsers.ocr_worker import MAX_SIDE, MODEL_NAME
+        from rag_pipelines.parsers.ocr.worker import MAX_SIDE, MODEL_NAME
 
         return f"rapidocr {_version('rapidocr')} {MODEL_NAME} max{MAX_SIDE}"
 
@@ -99,7 +99,7 @@ class RapidOcr:
     def _started(self, deadline: float) -> subprocess.Popen:
         if self.proc is not None and self.proc.poll() is None:
             return self.proc
-        self.proc = subprocess.Popen([sys.executable, "-m", "rag_pipelines.parsers.ocr_worker"],
+        self.proc = subprocess.Popen([sys.executable, "-m", "rag_pipelines.parsers.ocr.worker"],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         answer = self._answer(deadline)
         if "error" in answer:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from rag_search.embedders.e5_file import E5File
+from rag_search.embedders.multilingual.file import E5File
 
 SPECIAL = ("<s>", "<pad>", "</s>", "<unk>", "<mask>")
 UNK_PENALTY = 10.0

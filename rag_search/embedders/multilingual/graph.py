@@ -18,7 +18,7 @@ from typing import Callable
 
 import numpy as np
 
-from rag_search.embedders.e5_file import E5File
+from rag_search.embedders.multilingual.file import E5File
 
 OPSET = 18  # BitwiseAnd / BitShift on uint8, LayerNormalization; onnxruntime >= 1.16
 IR_VERSION = 9  # readable by onnxruntime 1.18+

@@ -10,14 +10,14 @@ from __future__ import annotations
 import time
 
 from rag_pipelines.parsers.ocr import OcrSettings, choose
-from rag_pipelines.parsers.ocr_engines import ENGINES, installed_languages, tesseract_version
+from rag_pipelines.parsers.ocr.engines import ENGINES, installed_languages, tesseract_version
 
 SAMPLE = "local rag 42"
 
 
 def engines() -> dict[str, str]:
-    from rag_pipelines.parsers.ocr_engines import _version
-    from rag_pipelines.parsers.ocr_worker import MODEL_NAME
+    from rag_pipelines.parsers.ocr.engines import _version
+    from rag_pipelines.parsers.ocr.worker import MODEL_NAME
 
     out = {}
     for name, engine in ENGINES.items():
@@ -54,7 +54,7 @@ def self_test(settings: OcrSettings | None = None) -> str:
     """Reads SAMPLE rendered by Pillow; the engine and what it read, or an exception saying what failed."""
     from PIL import Image, ImageDraw, ImageFont
 
-    from rag_pipelines.parsers.ocr_engines import OcrFailed
+    from rag_pipelines.parsers.ocr.engines import OcrFailed
 
     settings = settings or OcrSettings()
     engine, note = choose(settings)

@@ -21,10 +21,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rag_pipelines.parsers import ocr_text
+from rag_pipelines.parsers.ocr import text as ocr_text
 from rag_pipelines.parsers.limits import Limits
-from rag_pipelines.parsers.ocr_cache import CachedText, OcrCache, default_path
-from rag_pipelines.parsers.ocr_engines import ENGINES, OcrFailed, OcrTimeout
+from rag_pipelines.parsers.ocr.cache import CachedText, OcrCache, default_path
+from rag_pipelines.parsers.ocr.engines import ENGINES, OcrFailed, OcrTimeout
 
 ROTATE_BELOW = 0.75  # a reading less confident than this is tried upside down too
 AGAIN = "; raise the limit, or index it again with --force: what was read is kept in the OCR cache"

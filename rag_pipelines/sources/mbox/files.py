@@ -20,7 +20,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rag_pipelines.sources import mbox_envelope
+from rag_pipelines.sources.mbox import envelope as mbox_envelope
 from rag_pipelines.sources.base import SourceUnavailable
 from rag_search.keys import path_key
 

@@ -1,6 +1,6 @@
 """The RapidOCR worker: a child process that reads images with the models bundled in the rapidocr wheel.
 
-Run by ocr_engines.RapidOcr as `python -m rag_pipelines.parsers.ocr_worker`; never downloads anything: the
+Run by ocr_engines.RapidOcr as `python -m rag_pipelines.parsers.ocr.worker`; never downloads anything: the
 detection and recognition models are named by path (rapidocr's own downloader is only used for files it
 cannot find, and here it never gets a name), and a missing one is an error that says to reinstall rapidocr.
 Its own process so that a page can be stopped when it takes too long (the parent kills it) and the models'

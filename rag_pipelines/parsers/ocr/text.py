@@ -7,7 +7,7 @@ Confidence is the engines' per-line score averaged over characters.
 
 from __future__ import annotations
 
-from rag_pipelines.parsers.ocr_engines import Line
+from rag_pipelines.parsers.ocr.engines import Line
 
 LINE_GAP = 1.6  # vertical gap (in line heights) that starts a paragraph
 TALL = 1.5  # a box this many times taller than wide holds text turned on its side

@@ -67,8 +67,8 @@ class MultilingualEmbedder(OnnxRuns):
 
     @cached_property
     def _tokenizer(self):
-        from rag_search.embedders.e5_file import E5File
-        from rag_search.embedders.e5_tokenizer import E5Tokenizer
+        from rag_search.embedders.multilingual.file import E5File
+        from rag_search.embedders.multilingual.tokenizer import E5Tokenizer
 
         return E5Tokenizer(E5File(self._source, tensors=False))
 
@@ -134,8 +134,8 @@ def ensure_model(source: Path, tokenizer) -> Path:
 def _derive(source: Path, tmp: Path, tokenizer) -> Path:
     import onnx
 
-    from rag_search.embedders.e5_file import E5File
-    from rag_search.embedders.e5_graph import build_graph, fp32_linear, int8_linear
+    from rag_search.embedders.multilingual.file import E5File
+    from rag_search.embedders.multilingual.graph import build_graph, fp32_linear, int8_linear
 
     weights = E5File(source)
     candidate = tmp / "model.onnx"

@@ -34,9 +34,9 @@ from pydantic import Field, field_validator
 from rag_pipelines.parsers.limits import MB, Limits, human_size
 from rag_pipelines.parsers.mail import mail_document
 from rag_pipelines.parsers.rfc822 import mail_record
-from rag_pipelines.sources import mbox_index as toc_
-from rag_pipelines.sources.mbox_envelope import envelope_time
-from rag_pipelines.sources.mbox_files import list_files, problem_key
+from rag_pipelines.sources.mbox import index as toc_
+from rag_pipelines.sources.mbox.envelope import envelope_time
+from rag_pipelines.sources.mbox.files import list_files, problem_key
 from rag_pipelines.sources.base import BaseSource, Loaded, ScanResult, SourceUnavailable, Stamp
 from rag_pipelines.sources.options import SourceOptions
 

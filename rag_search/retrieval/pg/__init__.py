@@ -1,0 +1,1 @@
+"""The hybrid engine's retrievers on the PostgreSQL store: full text and pgvector."""
