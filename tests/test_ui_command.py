@@ -1,6 +1,7 @@
 """`local-rag ui` stops everything it started (webserver, daemon, code servers) when it is signalled.
 
-The first version left them running and the port bound after a SIGTERM to the command.
+The first version left them running and the port bound after a SIGTERM to the command; `dagster dev` (superseded)
+printed a SupersessionWarning at every start.
 """
 
 from __future__ import annotations
@@ -38,8 +39,9 @@ def test_signal_stops_the_whole_ui(tmp_path, sig):
     env = {**os.environ, "LOCAL_RAG_HOME": str(home), "DAGSTER_HOME": str(home / "dagster")}
     exe = str(Path(sys.executable).with_name("local-rag"))
     # started as a shell's background job would be: SIGINT ignored, in a group of its own
-    proc = subprocess.Popen([exe, "ui", "--port", str(port)], env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True,
+    log = (tmp_path / "ui.log").open("w")
+    proc = subprocess.Popen([exe, "ui", "--port", str(port)], env=env, stdout=log,
+                            stderr=subprocess.STDOUT, start_new_session=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN) and None)
     try:
         deadline = time.time() + 120
@@ -61,6 +63,9 @@ def test_signal_stops_the_whole_ui(tmp_path, sig):
         assert left == []
         with socket.socket() as s:
             assert s.connect_ex(("127.0.0.1", port)) != 0  # the port is free
+        said = (tmp_path / "ui.log").read_text()
+        assert "Serving dagster-webserver" in said and "Dagster UI on" in said, said
+        assert "Warning" not in said, said  # `dagster dev` printed a SupersessionWarning at every start
     finally:
         if group_alive(proc.pid):
             os.killpg(proc.pid, signal.SIGKILL)
