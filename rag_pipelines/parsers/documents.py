@@ -32,6 +32,12 @@ def stem(filename: str) -> str:
     return filename.rsplit("/", 1)[-1].rsplit(".", 1)[0]
 
 
+def no_text(what: str) -> str:
+    """The parse_warning of an item with no text (a deck or a scan of pictures, an empty workbook): it is indexed
+    with its names (title, file name) and not retried; a change to the file (or to its OCR settings) reads it again."""
+    return f"{what}; only its name is indexed"
+
+
 def check_zip(data: bytes, filename: str, limits: Limits) -> None:
     """ParseError("zip_bomb" or "too_large") when the archive would unpack past the limit; nothing is inflated."""
     fix = "exclude the file, or raise limits.max_unzipped_mb in config.yaml if you trust it"

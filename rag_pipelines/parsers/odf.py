@@ -14,7 +14,7 @@ import zipfile
 from rag_search.records import Document
 
 from rag_pipelines.parsers.docx import _sections as heading_sections
-from rag_pipelines.parsers.documents import ZIP_ERRORS, open_zip, read_xml, stem
+from rag_pipelines.parsers.documents import ZIP_ERRORS, no_text, open_zip, read_xml, stem
 from rag_pipelines.parsers.errors import ParseError
 from rag_pipelines.parsers.limits import MB, Limits, human_size
 from rag_pipelines.parsers.odf_content import Content
@@ -41,8 +41,7 @@ def parse_odf(data: bytes, filename: str, mtime_ns: int | None = None, limits: L
     content.close()
     title, sections, warning = _sections(content, mode, limits)
     if not sections:
-        raise ParseError("no_text", f"{filename} holds no text" + (f" ({warning})" if warning else "")
-                                    + "; nothing to index, exclude it if that is expected")
+        warning = "; ".join(filter(None, [no_text("it holds no text (pictures only?)"), warning]))
     meta = _meta(zf)
     extra = {"sheets": content.book.sheets[:100]} if mode == "spreadsheet" else \
         {"slides": content.slide_number} if mode == "presentation" else {}
