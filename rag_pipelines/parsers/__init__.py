@@ -116,8 +116,10 @@ OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"  # a compound file: legacy Offic
 # A parser whose Document for the same bytes changed gets a higher version: it is part of the content identity
 # of its files (content_id), so files indexed by the older parser are parsed again once (vectors come from the
 # cache). 2: streaming DOCX (text after an entity kept), EPUB chapters split at the table of contents' anchors,
-# PDF reading bounded by the limits.
-PARSER_VERSIONS = {"pdf": 2, "docx": 2, "epub": 2}
+# PDF reading bounded by the limits. 3 (2 for the others): a generic metadata title ("PowerPoint Presentation",
+# "Adobe Photoshop PDF", "Microsoft Word - x.doc": parsers/titles.py) gives way to the file's own name; a file with
+# no text is an item with no text, not a failure.
+PARSER_VERSIONS = {"pdf": 3, "docx": 3, "epub": 3, "pptx": 2, "xlsx": 2, "odt": 2, "ods": 2, "odp": 2, "html": 2}
 BOUNDED = frozenset({"pdf", "docx", "epub", "pptx", "xlsx", "odt", "ods", "odp", "image"})  # take the limits
 ZIPPED = frozenset({"docx", "epub", "pptx", "xlsx", "odt", "ods", "odp"})  # checked for zip bombs first
 READS_IMAGES = frozenset({"pdf", "image"})  # parsers that take an OcrRun

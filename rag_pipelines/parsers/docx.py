@@ -24,6 +24,7 @@ from rag_pipelines.parsers.errors import ParseError
 from rag_pipelines.parsers.limits import MB, Limits, human_size
 from rag_pipelines.parsers.ooxml import core_properties, feed_part as _feed, iso_date as _date, related as _related
 from rag_pipelines.parsers.ooxml import split_tag as _split
+from rag_pipelines.parsers.titles import meta_title
 from rag_pipelines.parsers.webpage import label
 
 W = frozenset({"http://schemas.openxmlformats.org/wordprocessingml/2006/main",
@@ -48,7 +49,7 @@ def parse_docx(data: bytes, filename: str, mtime_ns: int | None = None, limits: 
     cut = f"the text after {human_size(limits.max_text_mb * MB)} was not read (limits.max_text_mb; raise it to " \
           "index the whole document)"
     warning = cut if body.full else None if sections else no_text("it holds no text (pictures only?)")
-    return Document(title=props.get("title") or title or stem(filename), sections=tuple(sections),
+    return Document(title=meta_title(props.get("title")) or title or stem(filename), sections=tuple(sections),
                     ts=when or (mtime_ns // 1_000_000_000 if mtime_ns else None), author=props.get("creator"),
                     metadata={"parse_warning": warning} if warning else {})
 

@@ -21,6 +21,7 @@ from rag_search.records import Document, Section
 from rag_pipelines.parsers.documents import ZIP_ERRORS, member_path, no_text, open_zip, read_xml, stem
 from rag_pipelines.parsers.errors import ParseError
 from rag_pipelines.parsers.limits import MB, Limits, human_size
+from rag_pipelines.parsers.titles import meta_title
 from rag_pipelines.parsers.webpage import anchored_sections, label
 
 OPF, DC = "{http://www.idpf.org/2007/opf}", "{http://purl.org/dc/elements/1.1/}"
@@ -55,7 +56,7 @@ def parse_epub(data: bytes, filename: str, mtime_ns: int | None = None, limits: 
         raise ParseError("corrupt", f"the book has no text chapters that could be read ({'; '.join(warnings)}); {FIX}")
     if not sections:
         warnings.insert(0, no_text("the book has no text chapters (pictures only?)"))
-    return Document(title=book.title or stem(filename), sections=tuple(sections), author=book.author,
+    return Document(title=meta_title(book.title) or stem(filename), sections=tuple(sections), author=book.author,
                     ts=mtime_ns // 1_000_000_000 if mtime_ns else None,
                     metadata={"parse_warning": "; ".join(warnings)} if warnings else {})
 

@@ -19,6 +19,7 @@ from rag_pipelines.parsers.errors import ParseError
 from rag_pipelines.parsers.limits import MB, Limits, human_size
 from rag_pipelines.parsers.odf_content import Content
 from rag_pipelines.parsers.ooxml import feed_part, iso_date
+from rag_pipelines.parsers.titles import meta_title
 from rag_pipelines.parsers.webpage import label
 
 MODES = {"odt": "text", "ods": "spreadsheet", "odp": "presentation"}
@@ -45,7 +46,7 @@ def parse_odf(data: bytes, filename: str, mtime_ns: int | None = None, limits: L
     meta = _meta(zf)
     extra = {"sheets": content.book.sheets[:100]} if mode == "spreadsheet" else \
         {"slides": content.slide_number} if mode == "presentation" else {}
-    return Document(title=meta.get("title") or title or stem(filename), sections=tuple(sections),
+    return Document(title=meta_title(meta.get("title")) or title or stem(filename), sections=tuple(sections),
                     author=meta.get("creator") or meta.get("initial-creator"),
                     ts=iso_date(meta.get("date")) or iso_date(meta.get("creation-date"))
                     or (mtime_ns // 1_000_000_000 if mtime_ns else None),

@@ -20,6 +20,7 @@ from rag_search.records import Document, Section
 from rag_pipelines.parsers.documents import no_text, stem
 from rag_pipelines.parsers.errors import ParseError
 from rag_pipelines.parsers.limits import MB, Limits, human_size
+from rag_pipelines.parsers.titles import meta_title
 
 PAGE_SHARE = 0.5  # a page may have instructions of up to this share of limits.max_text_mb
 TOTAL_FACTOR = 4  # the pages read may have instructions of up to this many times limits.max_text_mb
@@ -45,7 +46,7 @@ def parse_pdf(data: bytes, filename: str, mtime_ns: int | None = None, limits: L
     if not sections:
         _no_text(warnings, ocr)
     return Document(
-        title=(meta.get("title") or "").strip() or stem(filename),
+        title=meta_title(meta.get("title")) or stem(filename),
         sections=tuple(sections),
         ts=_pdf_date(meta.get("creationDate")) or (mtime_ns // 1_000_000_000 if mtime_ns else None),
         author=(meta.get("author") or "").strip() or None,

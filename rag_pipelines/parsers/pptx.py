@@ -19,6 +19,7 @@ from rag_pipelines.parsers.errors import ParseError
 from rag_pipelines.parsers.limits import Limits
 from rag_pipelines.parsers.ooxml import core_properties, iso_date, open_package, relationships
 from rag_pipelines.parsers.slides import DeckText
+from rag_pipelines.parsers.titles import meta_title
 
 LEFT_OUT = frozenset({"dt", "ftr", "sldNum", "hdr", "sldImg"})  # placeholders that hold no content of the slide
 TITLES = frozenset({"title", "ctrTitle"})
@@ -43,7 +44,7 @@ def parse_pptx(data: bytes, filename: str, mtime_ns: int | None = None, limits: 
     if not deck.sections:
         warnings.insert(0, no_text(f"no text on its {len(slides)} slide(s) (pictures only?)"))
     props = core_properties(zf)
-    return Document(title=props.get("title") or (deck.titles[0] if deck.titles else stem(filename)),
+    return Document(title=meta_title(props.get("title")) or (deck.titles[0] if deck.titles else stem(filename)),
                     sections=tuple(deck.sections), author=props.get("creator"),
                     ts=iso_date(props.get("modified")) or iso_date(props.get("created"))
                     or (mtime_ns // 1_000_000_000 if mtime_ns else None),
