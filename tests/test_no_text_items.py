@@ -46,6 +46,21 @@ def test_a_scan_ocr_cannot_read_still_fails_and_is_retried():
     assert err.value.kind == "no_text" and "OCR could not read it" in str(err.value)
 
 
+def test_a_deck_whose_slides_cannot_be_read_is_still_a_failure():
+    """Damage is not "no text": the item fails, so that a repaired file is read."""
+    import io
+    import zipfile
+
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(picture_deck(2))) as deck, zipfile.ZipFile(out, "w") as damaged:
+        for member in deck.infolist():
+            if member.filename != "ppt/slides/slide2.xml":
+                damaged.writestr(member, deck.read(member))
+    with pytest.raises(ParseError) as err:
+        parse(out.getvalue(), "Board photos.pptx")
+    assert err.value.kind == "corrupt" and "slide(s) 2 could not be read" in str(err.value)
+
+
 @pytest.fixture
 def home(tmp_path, monkeypatch):
     home = tmp_path / "home"

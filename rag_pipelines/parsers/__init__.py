@@ -5,7 +5,10 @@ then binary detection for text formats and a zip-bomb check for the zipped ones 
 ODT/ODS/ODP), all before any parser sees the bytes; the document parsers get the limits to bound their own
 work; afterwards what the document adds to tags, metadata and links is bounded (see limits.py). Given
 OcrSettings, image files and the image-only pages of PDFs are read by OCR (ocr.py), one OcrRun per item.
-Legacy binary Office files (.doc, .xls, .ppt) are recorded as `unsupported` with how to convert them.
+Legacy binary Office files (.doc, .xls, .ppt) are recorded as `unsupported` with how to convert them. A document
+with no text (a deck or a workbook of pictures, a scan OCR finds nothing on or that OCR is off for) is a Document
+without sections, indexed by its names and said in its parse_warning: an item, not a failure retried every run.
+Generic metadata titles ("PowerPoint Presentation", "Adobe Photoshop PDF") give way to the file name (titles.py).
 """
 
 from __future__ import annotations
