@@ -241,14 +241,14 @@ def ui(app: App, port: int, host: str):
     home = ensure_instance(app.paths)
     click.echo(f"Dagster UI on http://{host}:{port}  (DAGSTER_HOME={home}); Ctrl-C stops it.", err=True)
     env = {**os.environ, "DAGSTER_HOME": str(home), "LOCAL_RAG_HOME": str(app.paths.home)}
-    cmd = [sys.executable, "-m", "dagster", "dev", "-w", str(home / "workspace.yaml"), "-h", host, "-p", str(port)]
+    cmd = [sys.executable, "-m", "rag_pipelines.wiring.ui_server", str(home / "workspace.yaml"), host, str(port)]
     local = "127.0.0.1" if host in ("0.0.0.0", "::") else f"[{host}]" if ":" in host else host
     follow_config(app.paths, f"http://{local}:{port}", lambda m: click.echo(m, err=True), threading.Event())
     raise SystemExit(run_until_signal(cmd, env))
 
 
 def run_until_signal(cmd: list[str], env: dict) -> int:
-    """Run `dagster dev` in its own process group; SIGINT/SIGTERM/SIGHUP to us stop the whole group
+    """Run Dagster's webserver and daemon (wiring/ui_server.py) in their own process group; SIGINT/SIGTERM/SIGHUP to us stop the whole group
     (webserver, daemon, code servers), politely first, then by force after 15 s."""
     import signal
 

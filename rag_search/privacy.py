@@ -6,7 +6,7 @@ environment *when onnxruntime is imported* (`onnxruntime.disable_telemetry_event
 Dagster uploads usage logs unless its instance or DAGSTER_DISABLE_TELEMETRY says no; huggingface_hub
 (a dependency of tokenizers' tooling) honours HF_HUB_OFFLINE; the MCP SDK emits OpenTelemetry spans,
 which go nowhere without an SDK and exporter, and OTEL_SDK_DISABLED makes sure of it. Checked and
-silent: tokenizers, pymupdf, python-docx, ebooklib, lxml, bs4, watchdog, sqlite-vec, uvicorn, httpx. `rag_search` imports this module first,
+silent: tokenizers, pymupdf, lxml, bs4, watchdog, sqlite-vec, uvicorn, httpx. `rag_search` imports this module first,
 so every entry point (CLI, MCP server, Dagster code location, tests) and every child process it starts
 inherits these settings.
 """

@@ -8,6 +8,8 @@ huge ones written part by part (a 5,000-slide deck through python-pptx takes min
     odt / ods / odp(...)       OpenDocument files via odfpy
     text_image(lines, ...)     a PNG of text rendered by Pillow: font size, turn, noise, JPEG instead
     image_pdf(images)          a PDF whose pages are only those images (a scan)
+    picture()                  a PNG with no text in it (a gradient), and files holding only such a picture:
+    picture_deck / picture_workbook / picture_docx / picture_odf(kind)   each with an optional metadata title
 """
 
 from __future__ import annotations
@@ -232,3 +234,83 @@ def image_pdf(images: list[bytes], text_pages: dict[int, str] | None = None, dpi
         page = doc.new_page(width=width * 72 / dpi, height=height * 72 / dpi)
         page.insert_image(page.rect, stream=data)
     return doc.tobytes(deflate=True)
+
+
+def picture() -> bytes:
+    """A 64x48 PNG gradient: a picture with no text."""
+    from PIL import Image
+
+    image = Image.linear_gradient("L").resize((64, 48)).convert("RGB")
+    out = io.BytesIO()
+    image.save(out, "PNG")
+    return out.getvalue()
+
+
+def picture_deck(slides: int = 2, title: str | None = None) -> bytes:
+    """A PPTX whose slides hold a picture each and no text (python-pptx's blank layout)."""
+    from pptx import Presentation
+    from pptx.util import Inches
+
+    prs = Presentation()
+    for _ in range(slides):
+        prs.slides.add_slide(prs.slide_layouts[6]).shapes.add_picture(io.BytesIO(picture()), Inches(1), Inches(1))
+    prs.core_properties.title = title or ""
+    out = io.BytesIO()
+    prs.save(out)
+    return out.getvalue()
+
+
+def picture_workbook(title: str | None = None) -> bytes:
+    """An XLSX whose one sheet holds a picture and no cell values."""
+    import openpyxl
+    from openpyxl.drawing.image import Image
+
+    book = openpyxl.Workbook()
+    book.active.add_image(Image(io.BytesIO(picture())), "B2")
+    book.properties.title = title
+    out = io.BytesIO()
+    book.save(out)
+    return out.getvalue()
+
+
+def picture_docx(title: str | None = None) -> bytes:
+    """A DOCX holding a picture and no text (python-docx)."""
+    import docx
+
+    doc = docx.Document()
+    doc.add_picture(io.BytesIO(picture()))
+    doc.core_properties.title = title or ""
+    out = io.BytesIO()
+    doc.save(out)
+    return out.getvalue()
+
+
+def picture_odf(kind: str, title: str | None = None) -> bytes:
+    """An ODT, ODP (a page) or ODS (an empty sheet) holding only a picture (odfpy)."""
+    from odf import dc
+    from odf.draw import Frame, Image, Page
+    from odf.opendocument import OpenDocumentPresentation, OpenDocumentSpreadsheet, OpenDocumentText
+    from odf.style import MasterPage, PageLayout
+    from odf.table import Table
+    from odf.text import P
+
+    doc = {"odt": OpenDocumentText, "odp": OpenDocumentPresentation, "ods": OpenDocumentSpreadsheet}[kind]()
+    if title:
+        doc.meta.addElement(dc.Title(text=title))
+    if kind == "ods":
+        doc.spreadsheet.addElement(Table(name="Sheet1"))
+        return _odf_bytes(doc)
+    if kind == "odp":
+        layout = PageLayout(name="PL")
+        doc.automaticstyles.addElement(layout)
+        master = MasterPage(name="Default", pagelayoutname=layout)
+        doc.masterstyles.addElement(master)
+        holder = Page(masterpagename=master)
+        doc.presentation.addElement(holder)
+    else:
+        holder = P()
+        doc.text.addElement(holder)
+    frame = Frame(width="5cm", height="4cm", x="1cm", y="1cm", anchortype="paragraph")
+    frame.addElement(Image(href=doc.addPicture("Pictures/picture.png", "image/png", picture())))
+    holder.addElement(frame)
+    return _odf_bytes(doc)

@@ -162,6 +162,19 @@ def test_run_of_this_live_process_is_left_alone(instance):
     assert (info.run_id, info.pid, info.alive, info.stuck) == (run_id, os.getpid(), True, False)
 
 
+def test_owner_tags_a_re_execution_inherited_are_not_its_own(instance):
+    """The UI's re-execution copies the parent run's tags: the pid of the CLI that ran the parent (gone by then)
+    marked the running re-execution failed. Its own worker's pid (its engine event) is what counts."""
+    inherited = {**owner_tags("the-parent-run"), PID_TAG: str(dead_pid())}
+    run_id = make_run(instance, tags=inherited)
+    log_pid(instance, run_id, os.getpid())  # the daemon-launched worker: this live process
+    assert reap_dead_runs(instance) == []
+    [info] = stuck_runs(instance)
+    assert (info.run_id, info.pid, info.alive, info.stuck) == (run_id, os.getpid(), True, False)
+    own = make_run(instance, tags={**owner_tags(), PID_TAG: str(dead_pid())})  # tags made for it: trusted
+    assert [r.run_id for r in reap_dead_runs(instance)] == [own]
+
+
 def test_owner_tags_describe_this_process():
     tags = owner_tags()
     assert tags[PID_TAG] == str(os.getpid())

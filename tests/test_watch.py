@@ -161,6 +161,47 @@ def test_sigterm_during_a_run_stops_the_watcher_without_a_traceback(tmp_path, mo
     assert proc.returncode == 0
 
 
+def test_ctrl_c_during_a_run_prints_one_line_and_leaves_no_process(tmp_path, monkeypatch):
+    """A terminal's Ctrl-C signals the whole process group: Dagster's log-mirroring helpers (two `tail -F` and two
+    watch_orphans.py) got it too and printed two KeyboardInterrupt tracebacks under the watcher's line."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    paths, vault = make_home(tmp_path, monkeypatch)
+    for i in range(150):  # enough for the catch-up run to last a few seconds
+        (vault / f"extra-{i}.md").write_text(f"# Extra {i}\n\n" + "Words about rivers and birds. " * 40)
+    exe = str(Path(sys.executable).with_name("local-rag"))
+    proc = subprocess.Popen([exe, "watch", "--debounce", "0.5"], env={**os.environ}, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)  # a group of its own, as a terminal's foreground job
+    try:
+        deadline = time.time() + 120
+        while "watch_orphans" not in _group_commands(proc.pid):  # a run is capturing its logs
+            assert proc.poll() is None and time.time() < deadline
+            time.sleep(0.1)
+        os.killpg(proc.pid, signal.SIGINT)
+        err = proc.communicate(timeout=60)[1]
+        deadline = time.time() + 10
+        while _group_commands(proc.pid) and time.time() < deadline:
+            time.sleep(0.2)
+        assert _group_commands(proc.pid) == ""  # the helpers were stopped with the run
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    lines = err.splitlines()
+    assert lines[-1].startswith("stopped watching") and lines[0].startswith("watching"), err
+    assert len(lines) == 2 and "Traceback" not in err, err
+    assert proc.returncode == 0
+
+
+def _group_commands(pgid: int) -> str:
+    import subprocess
+
+    return subprocess.run(["ps", "-ww", "-o", "cmd=", "-g", str(pgid)], capture_output=True, text=True).stdout.strip()
+
+
 def _run_started(paths) -> bool:
     if not (paths.dagster_home / "dagster.yaml").exists() or not (paths.dagster_home / "storage").exists():
         return False

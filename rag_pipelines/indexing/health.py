@@ -7,7 +7,8 @@ the UI shows "Failure" with our message and the run queue frees its slot.
 
 How the process of a run is found:
 - runs we execute in-process (CLI, watcher, MCP) carry `owner_tags()`: pid, host and the process start
-  time, so a reused pid is not mistaken for the run's process;
+  time, so a reused pid is not mistaken for the run's process, and the run's id: a run that inherited them
+  (re-executed from the UI, which copies the parent's tags) is judged by its own process, as below;
 - runs launched by the Dagster daemon (sensors, schedules, the UI) have no such tags; their run worker
   logs an ENGINE_EVENT "Started process for run (pid: N)" (and the in-process executor "Executing steps
   in process (pid: N)") whose metadata holds the pid. A process that started after that event is not
@@ -27,6 +28,7 @@ from dataclasses import asdict, dataclass
 PID_TAG = "local_rag/pid"
 HOST_TAG = "local_rag/host"
 PROC_START_TAG = "local_rag/proc_start"
+OWNER_RUN_TAG = "local_rag/owner_run"  # the run the owner tags were made for
 COLLECTION_TAG = "local_rag/collection"
 TRIGGER_TAG = "local_rag/trigger"
 GRPC_INFO_TAG = ".dagster/grpc_info"  # = dagster._core.storage.tags.GRPC_INFO_TAG, set by DefaultRunLauncher
@@ -60,9 +62,9 @@ class RunInfo:
         return {**asdict(self), "age_seconds": round(self.age_seconds, 1)}
 
 
-def owner_tags() -> dict[str, str]:
-    """Tags for a run executed in this process, so another process can tell whether it still runs."""
-    tags = {PID_TAG: str(os.getpid()), HOST_TAG: socket.gethostname()}
+def owner_tags(run_id: str | None = None) -> dict[str, str]:
+    """Tags for the run `run_id` executed in this process, so another process can tell whether it still runs."""
+    tags = {PID_TAG: str(os.getpid()), HOST_TAG: socket.gethostname(), **({OWNER_RUN_TAG: run_id} if run_id else {})}
     token = _probe(os.getpid()).token
     if token:
         tags[PROC_START_TAG] = token
@@ -115,6 +117,8 @@ def _judge(instance, record, start_timeout: float) -> RunInfo:
 
     if status == "QUEUED":
         return info(reason="queued: the Dagster daemon starts it when no other run is active")
+    if tags.get(OWNER_RUN_TAG, run.run_id) != run.run_id:  # inherited from the run it re-executes: not its own
+        tags = {k: v for k, v in tags.items() if k not in (PID_TAG, HOST_TAG, PROC_START_TAG)}
     host = tags.get(HOST_TAG) or _grpc_host(tags)
     if host is not None and host != here and host not in LOCAL_HOSTS:
         return info(host=host, reason=f"runs on host {host}; not checked from {here}")

@@ -176,12 +176,15 @@ def _execute(job, instance, run_config: dict | None = None, **kwargs) -> str:
     import dagster as dg
 
     from rag_pipelines.indexing.health import owner_tags
+    from rag_pipelines.wiring.origins import located
     from rag_pipelines.wiring.outcomes import is_items_failure
 
-    kwargs["tags"] = {**(kwargs.get("tags") or {}), **owner_tags()}
     run_id = str(uuid.uuid4())
+    kwargs["tags"] = {**(kwargs.get("tags") or {}), **owner_tags(run_id)}
     try:
-        job.execute_in_process(instance=instance, run_config={**(run_config or {}), **QUIET}, run_id=run_id, **kwargs)
+        with located(instance, job.name):  # the UI can re-execute it (wiring/origins.py)
+            job.execute_in_process(instance=instance, run_config={**(run_config or {}), **QUIET}, run_id=run_id,
+                                   **kwargs)
     except dg.DagsterExecutionInterruptedError:  # Ctrl-C or SIGTERM while the run was starting or between steps
         raise KeyboardInterrupt from None
     except Exception as exc:

@@ -5,7 +5,10 @@ then binary detection for text formats and a zip-bomb check for the zipped ones 
 ODT/ODS/ODP), all before any parser sees the bytes; the document parsers get the limits to bound their own
 work; afterwards what the document adds to tags, metadata and links is bounded (see limits.py). Given
 OcrSettings, image files and the image-only pages of PDFs are read by OCR (ocr.py), one OcrRun per item.
-Legacy binary Office files (.doc, .xls, .ppt) are recorded as `unsupported` with how to convert them.
+Legacy binary Office files (.doc, .xls, .ppt) are recorded as `unsupported` with how to convert them. A document
+with no text (a deck or a workbook of pictures, a scan OCR finds nothing on or that OCR is off for) is a Document
+without sections, indexed by its names and said in its parse_warning: an item, not a failure retried every run.
+Generic metadata titles ("PowerPoint Presentation", "Adobe Photoshop PDF") give way to the file name (titles.py).
 """
 
 from __future__ import annotations
@@ -116,8 +119,10 @@ OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"  # a compound file: legacy Offic
 # A parser whose Document for the same bytes changed gets a higher version: it is part of the content identity
 # of its files (content_id), so files indexed by the older parser are parsed again once (vectors come from the
 # cache). 2: streaming DOCX (text after an entity kept), EPUB chapters split at the table of contents' anchors,
-# PDF reading bounded by the limits.
-PARSER_VERSIONS = {"pdf": 2, "docx": 2, "epub": 2}
+# PDF reading bounded by the limits. 3 (2 for the others): a generic metadata title ("PowerPoint Presentation",
+# "Adobe Photoshop PDF", "Microsoft Word - x.doc": parsers/titles.py) gives way to the file's own name; a file with
+# no text is an item with no text, not a failure.
+PARSER_VERSIONS = {"pdf": 3, "docx": 3, "epub": 3, "pptx": 2, "xlsx": 2, "odt": 2, "ods": 2, "odp": 2, "html": 2}
 BOUNDED = frozenset({"pdf", "docx", "epub", "pptx", "xlsx", "odt", "ods", "odp", "image"})  # take the limits
 ZIPPED = frozenset({"docx", "epub", "pptx", "xlsx", "odt", "ods", "odp"})  # checked for zip bombs first
 READS_IMAGES = frozenset({"pdf", "image"})  # parsers that take an OcrRun

@@ -19,6 +19,7 @@ from rag_search.records import Document
 
 from rag_pipelines.parsers.errors import ParseError
 from rag_pipelines.parsers.limits import MB, Limits, human_size
+from rag_pipelines.parsers.titles import meta_title
 from rag_pipelines.parsers.webpage import html_sections
 
 ZIP_DIRECTORY_MB = 4  # a bigger table of contents (~90k members) is no DOCX/EPUB
@@ -30,6 +31,12 @@ ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, Run
 
 def stem(filename: str) -> str:
     return filename.rsplit("/", 1)[-1].rsplit(".", 1)[0]
+
+
+def no_text(what: str) -> str:
+    """The parse_warning of an item with no text (a deck or a scan of pictures, an empty workbook): it is indexed
+    with its names (title, file name) and not retried; a change to the file (or to its OCR settings) reads it again."""
+    return f"{what}; only its name is indexed"
 
 
 def check_zip(data: bytes, filename: str, limits: Limits) -> None:
@@ -102,5 +109,5 @@ def parse_html(data: bytes, filename: str, mtime_ns: int | None = None) -> Docum
     title, sections = html_sections(data)
     if not sections:
         raise ParseError("no_text", "the page has no text")
-    return Document(title=title or stem(filename), sections=tuple(sections),
+    return Document(title=meta_title(title) or stem(filename), sections=tuple(sections),
                     ts=mtime_ns // 1_000_000_000 if mtime_ns else None)

@@ -19,11 +19,12 @@ import zipfile
 
 from rag_search.records import Document, Section
 
-from rag_pipelines.parsers.documents import ZIP_ERRORS, open_zip, stem
+from rag_pipelines.parsers.documents import ZIP_ERRORS, no_text, open_zip, stem
 from rag_pipelines.parsers.errors import ParseError
 from rag_pipelines.parsers.limits import MB, Limits, human_size
 from rag_pipelines.parsers.ooxml import core_properties, feed_part as _feed, iso_date as _date, related as _related
 from rag_pipelines.parsers.ooxml import split_tag as _split
+from rag_pipelines.parsers.titles import meta_title
 from rag_pipelines.parsers.webpage import label
 
 W = frozenset({"http://schemas.openxmlformats.org/wordprocessingml/2006/main",
@@ -47,9 +48,10 @@ def parse_docx(data: bytes, filename: str, mtime_ns: int | None = None, limits: 
     when = _date(props.get("modified")) or _date(props.get("created"))
     cut = f"the text after {human_size(limits.max_text_mb * MB)} was not read (limits.max_text_mb; raise it to " \
           "index the whole document)"
-    return Document(title=props.get("title") or title or stem(filename), sections=tuple(sections),
+    warning = cut if body.full else None if sections else no_text("it holds no text (pictures only?)")
+    return Document(title=meta_title(props.get("title")) or title or stem(filename), sections=tuple(sections),
                     ts=when or (mtime_ns // 1_000_000_000 if mtime_ns else None), author=props.get("creator"),
-                    metadata={"parse_warning": cut} if body.full else {})
+                    metadata={"parse_warning": warning} if warning else {})
 
 
 def _style_names(zf: zipfile.ZipFile, part: str) -> dict[str, str]:

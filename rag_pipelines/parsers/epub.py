@@ -18,9 +18,10 @@ from urllib.parse import unquote
 
 from rag_search.records import Document, Section
 
-from rag_pipelines.parsers.documents import ZIP_ERRORS, member_path, open_zip, read_xml, stem
+from rag_pipelines.parsers.documents import ZIP_ERRORS, member_path, no_text, open_zip, read_xml, stem
 from rag_pipelines.parsers.errors import ParseError
 from rag_pipelines.parsers.limits import MB, Limits, human_size
+from rag_pipelines.parsers.titles import meta_title
 from rag_pipelines.parsers.webpage import anchored_sections, label
 
 OPF, DC = "{http://www.idpf.org/2007/opf}", "{http://purl.org/dc/elements/1.1/}"
@@ -51,9 +52,11 @@ def parse_epub(data: bytes, filename: str, mtime_ns: int | None = None, limits: 
     toc = _toc(zf, book)
     sections, skipped, cut = _chapters(zf, book, toc, int(limits.max_text_mb * MB))
     warnings = _skipped_warning(skipped) + ([cut] if cut else [])
+    if not sections and warnings:
+        raise ParseError("corrupt", f"the book has no text chapters that could be read ({'; '.join(warnings)}); {FIX}")
     if not sections:
-        raise ParseError("no_text", "the book has no text chapters" + (f" ({'; '.join(warnings)})" if warnings else ""))
-    return Document(title=book.title or stem(filename), sections=tuple(sections), author=book.author,
+        warnings.insert(0, no_text("the book has no text chapters (pictures only?)"))
+    return Document(title=meta_title(book.title) or stem(filename), sections=tuple(sections), author=book.author,
                     ts=mtime_ns // 1_000_000_000 if mtime_ns else None,
                     metadata={"parse_warning": "; ".join(warnings)} if warnings else {})
 

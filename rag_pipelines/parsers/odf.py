@@ -14,11 +14,12 @@ import zipfile
 from rag_search.records import Document
 
 from rag_pipelines.parsers.docx import _sections as heading_sections
-from rag_pipelines.parsers.documents import ZIP_ERRORS, open_zip, read_xml, stem
+from rag_pipelines.parsers.documents import ZIP_ERRORS, no_text, open_zip, read_xml, stem
 from rag_pipelines.parsers.errors import ParseError
 from rag_pipelines.parsers.limits import MB, Limits, human_size
 from rag_pipelines.parsers.odf_content import Content
 from rag_pipelines.parsers.ooxml import feed_part, iso_date
+from rag_pipelines.parsers.titles import meta_title
 from rag_pipelines.parsers.webpage import label
 
 MODES = {"odt": "text", "ods": "spreadsheet", "odp": "presentation"}
@@ -41,12 +42,11 @@ def parse_odf(data: bytes, filename: str, mtime_ns: int | None = None, limits: L
     content.close()
     title, sections, warning = _sections(content, mode, limits)
     if not sections:
-        raise ParseError("no_text", f"{filename} holds no text" + (f" ({warning})" if warning else "")
-                                    + "; nothing to index, exclude it if that is expected")
+        warning = "; ".join(filter(None, [no_text("it holds no text (pictures only?)"), warning]))
     meta = _meta(zf)
     extra = {"sheets": content.book.sheets[:100]} if mode == "spreadsheet" else \
         {"slides": content.slide_number} if mode == "presentation" else {}
-    return Document(title=meta.get("title") or title or stem(filename), sections=tuple(sections),
+    return Document(title=meta_title(meta.get("title")) or title or stem(filename), sections=tuple(sections),
                     author=meta.get("creator") or meta.get("initial-creator"),
                     ts=iso_date(meta.get("date")) or iso_date(meta.get("creation-date"))
                     or (mtime_ns // 1_000_000_000 if mtime_ns else None),

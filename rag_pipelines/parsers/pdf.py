@@ -17,9 +17,10 @@ from datetime import datetime, timezone
 
 from rag_search.records import Document, Section
 
-from rag_pipelines.parsers.documents import stem
+from rag_pipelines.parsers.documents import no_text, stem
 from rag_pipelines.parsers.errors import ParseError
 from rag_pipelines.parsers.limits import MB, Limits, human_size
+from rag_pipelines.parsers.titles import meta_title
 
 PAGE_SHARE = 0.5  # a page may have instructions of up to this share of limits.max_text_mb
 TOTAL_FACTOR = 4  # the pages read may have instructions of up to this many times limits.max_text_mb
@@ -43,19 +44,28 @@ def parse_pdf(data: bytes, filename: str, mtime_ns: int | None = None, limits: L
         extra = _ocr(doc, sections, blank, warnings, ocr)
         meta = doc.metadata or {}
     if not sections:
-        if warnings:
-            raise ParseError("too_large", f"no page could be read within the limits: {'; '.join(warnings)}")
-        raise ParseError("no_text", "no extractable text (a scanned PDF?) " + (
-            "and OCR found none either" if ocr is not None and ocr.found else
-            f"and OCR could not read it ({ocr.why})" if ocr is not None and ocr.why else
-            "and OCR is off for this source: turn it on (ocr: true), or run OCR on it first (e.g. ocrmypdf)"))
+        _no_text(warnings, ocr)
     return Document(
-        title=(meta.get("title") or "").strip() or stem(filename),
+        title=meta_title(meta.get("title")) or stem(filename),
         sections=tuple(sections),
         ts=_pdf_date(meta.get("creationDate")) or (mtime_ns // 1_000_000_000 if mtime_ns else None),
         author=(meta.get("author") or "").strip() or None,
         metadata={"pages": len(sections), **extra, **({"parse_warning": "; ".join(warnings)} if warnings else {})},
     )
+
+
+def _no_text(warnings: list[str], ocr) -> None:
+    """A PDF without text whose pages were all read is an item with no text, said in `warnings`; one that could not
+    be read (over the limits, OCR failing) is a ParseError, retried by the next run."""
+    if ocr is not None and ocr.why and not ocr.found:
+        raise ParseError("no_text", f"no extractable text (a scanned PDF?) and OCR could not read it ({ocr.why})")
+    limited = [w for w in warnings if ocr is None or w != ocr.warning()]
+    if limited:
+        raise ParseError("too_large", f"no page could be read within the limits: {'; '.join(limited)}")
+    warnings.insert(0, no_text("no extractable text (a scanned PDF?) " + (
+        "and OCR found none either" if ocr is not None else
+        "and OCR is off for this source: turn it on (ocr: true) to read its pages, or run OCR on it first "
+        "(e.g. ocrmypdf)")))
 
 
 def _ocr(doc, sections: list[Section], blank: list[int], warnings: list[str], ocr) -> dict:

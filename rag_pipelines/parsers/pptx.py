@@ -14,11 +14,12 @@ import zipfile
 
 from rag_search.records import Document
 
-from rag_pipelines.parsers.documents import read_xml, stem
+from rag_pipelines.parsers.documents import no_text, read_xml, stem
 from rag_pipelines.parsers.errors import ParseError
 from rag_pipelines.parsers.limits import Limits
 from rag_pipelines.parsers.ooxml import core_properties, iso_date, open_package, relationships
 from rag_pipelines.parsers.slides import DeckText
+from rag_pipelines.parsers.titles import meta_title
 
 LEFT_OUT = frozenset({"dt", "ftr", "sldNum", "hdr", "sldImg"})  # placeholders that hold no content of the slide
 TITLES = frozenset({"title", "ctrTitle"})
@@ -38,12 +39,12 @@ def parse_pptx(data: bytes, filename: str, mtime_ns: int | None = None, limits: 
             skipped.append(number)
     warnings = ([f"slide(s) {', '.join(map(str, skipped[:10]))} could not be read (damaged or over "
                  "16 MB of XML)"] if skipped else []) + ([deck.warning()] if deck.warning() else [])
+    if not deck.sections and skipped:
+        raise ParseError("corrupt", f"{filename}: {warnings[0]}, and the others hold no text; {FIX}")
     if not deck.sections:
-        raise ParseError("no_text", f"{filename} has no text on its {len(slides)} slide(s) (pictures only?)"
-                                    + (f" ({'; '.join(warnings)})" if warnings else "")
-                                    + "; nothing to index, exclude it if that is expected")
+        warnings.insert(0, no_text(f"no text on its {len(slides)} slide(s) (pictures only?)"))
     props = core_properties(zf)
-    return Document(title=props.get("title") or (deck.titles[0] if deck.titles else stem(filename)),
+    return Document(title=meta_title(props.get("title")) or (deck.titles[0] if deck.titles else stem(filename)),
                     sections=tuple(deck.sections), author=props.get("creator"),
                     ts=iso_date(props.get("modified")) or iso_date(props.get("created"))
                     or (mtime_ns // 1_000_000_000 if mtime_ns else None),

@@ -17,11 +17,12 @@ from datetime import datetime, timedelta
 
 from rag_search.records import Document
 
-from rag_pipelines.parsers.documents import ZIP_ERRORS, read_xml, stem
+from rag_pipelines.parsers.documents import ZIP_ERRORS, no_text, read_xml, stem
 from rag_pipelines.parsers.errors import ParseError
 from rag_pipelines.parsers.limits import MB, Limits
 from rag_pipelines.parsers.ooxml import core_properties, feed_part, iso_date, open_package, relationships, split_tag
 from rag_pipelines.parsers.sheets import Cell, WorkbookText, column_number
+from rag_pipelines.parsers.titles import meta_title
 
 SHARED_FACTOR = 2  # the shared strings kept may hold this many times limits.max_text_mb of text
 DATE_FORMATS = frozenset({*range(14, 23), *range(27, 37), *range(45, 48), *range(50, 59)})  # built-in date/time ids
@@ -51,12 +52,12 @@ def parse_xlsx(data: bytes, filename: str, mtime_ns: int | None = None, limits: 
 def _document(zf, filename: str, mtime_ns: int | None, book: WorkbookText, unreadable: list[str]) -> Document:
     warnings = [f"sheet(s) {', '.join(unreadable)} could not be read (damaged)"] if unreadable else []
     warnings += [book.warning()] if book.warning() else []
+    if not book.sections and unreadable:
+        raise ParseError("corrupt", f"{filename}: {warnings[0]}, and the others hold no values; {FIX}")
     if not book.sections:
-        raise ParseError("no_text", f"{filename} has no cells with values in its {len(book.sheets)} sheet(s)"
-                                    + (f" ({'; '.join(warnings)})" if warnings else "")
-                                    + "; nothing to index, exclude it if that is expected")
+        warnings.insert(0, no_text(f"no cells with values in its {len(book.sheets)} sheet(s)"))
     props = core_properties(zf)
-    return Document(title=props.get("title") or stem(filename), sections=tuple(book.sections),
+    return Document(title=meta_title(props.get("title")) or stem(filename), sections=tuple(book.sections),
                     author=props.get("creator"),
                     ts=iso_date(props.get("modified")) or iso_date(props.get("created"))
                     or (mtime_ns // 1_000_000_000 if mtime_ns else None),

@@ -41,6 +41,9 @@ telemetry:
   enabled: false
 nux:
   enabled: false   # no newsletter sign-up dialog on the first visit of the UI
+compute_logs:   # Dagster's, its helper processes deaf to a terminal's Ctrl-C (rag_pipelines/wiring/compute_logs.py)
+  module: rag_pipelines.wiring.compute_logs
+  class: LocalComputeLogManager
 retention:
   sensor:
     purge_after_days: {skipped: 1, failure: 14, success: 30}
