@@ -303,6 +303,12 @@ class Paths:
         )
 
 
+def dagster_runs_possible(paths: Paths, settings: DagsterSettings) -> bool:
+    """Whether the Dagster instance may hold runs: one on PostgreSQL (ask it), or a SQLite one whose runs file exists
+    (so a home never indexed is not given an instance just to be told it has no runs)."""
+    return settings.on_postgres or (paths.dagster_home / "history" / "runs.db").exists()
+
+
 def _default_config(home: Path) -> Path:
     """config.yaml, or the seed's config.json when only that exists (JSON is read by the YAML parser)."""
     yaml_file, json_file = home / "config.yaml", home / "config.json"
