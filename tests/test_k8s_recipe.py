@@ -20,9 +20,6 @@ import functools
 import json
 import os
 import re
-import subprocess
-import sys
-import time
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -342,35 +339,14 @@ def adapted_home(tmp_path: Path) -> dict[str, str]:
 
 
 def test_the_images_command_serves_the_code_location(tmp_path):
+    """The chart's command for the code server (grpc_command: its args from the values) serves the collection."""
     import dagster as dg
+    from code_server import code_server
     from dagster._core.remote_origin import GrpcServerCodeLocationOrigin
-    from dagster._grpc.client import DagsterGrpcClient
-    from postgres_server import _free_port
 
-    port = _free_port()
-    command = grpc_command("127.0.0.1", port)
-    command[0] = str(Path(sys.executable).parent / "dagster")  # the entry point pip installs, as in the image
-    with (tmp_path / "server.log").open("wb") as log:
-        server = subprocess.Popen(command, env=adapted_home(tmp_path), stdout=subprocess.DEVNULL, stderr=log)
-    try:
-        wait_until_serving(DagsterGrpcClient(port=port, host="127.0.0.1"), server, tmp_path / "server.log")
+    with code_server(adapted_home(tmp_path), tmp_path / "server.log", code_location()["dagsterApiGrpcArgs"]) as port:
         origin = GrpcServerCodeLocationOrigin(host="127.0.0.1", port=port, location_name="rag")
         with dg.DagsterInstance.ephemeral() as instance, origin.create_location(instance) as location:
             (repo,) = location.get_repositories().values()
             assert {"notes_index", "notes_sync"} <= {j.name for j in repo.get_all_jobs()}
             assert [s.name for s in repo.get_sensors()] == ["notes_sensor"]
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
-
-
-def wait_until_serving(client, server: subprocess.Popen, log: Path, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert server.poll() is None, f"the code server exited:\n{log.read_text(errors='replace')[-3000:]}"
-        try:
-            if client.health_check_query() == "SERVING":
-                return
-        except Exception:  # noqa: BLE001 - not listening yet
-            time.sleep(0.2)
-    raise AssertionError(f"the code server did not answer in {timeout} s:\n{log.read_text(errors='replace')[-3000:]}")
