@@ -16,7 +16,7 @@ from test_k8s_recipe import (DEPLOY, K8S_VERSION, ROOT, code_location, example_c
 
 # Peak memory (MB) measured with `python bench/pod_memory.py` (bench/RESULTS.md): a run pod OCR-ing scans (its
 # RapidOCR worker included), a run pod with the bundled embedder, the code server, the search server.
-MEASURED_MB = {"ocr run": 1100, "bundled run": 261, "code server": 113, "search": 156}
+MEASURED_MB = {"ocr run": 1063, "bundled run": 261, "code server": 113, "search": 156}
 SEARCH_HOST = "search.example.org"
 
 
