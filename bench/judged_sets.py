@@ -48,6 +48,7 @@ class Query:
     lang: str
     judgements: dict[str, int]
     named: bool = False
+    form: str = ""  # task (how do I ...), concept (a 1-3 word concept), question; "" when not said
 
 
 @dataclass
@@ -82,7 +83,8 @@ def load_set(name_or_dir: str | Path) -> JudgedSet:
 def parse_query(line: str, where: str) -> Query:
     try:
         row = json.loads(line)
-        q = Query(str(row["id"]), row["query"], row["kind"], row["lang"], dict(row["judgements"]), bool(row.get("named")))
+        q = Query(str(row["id"]), row["query"], row["kind"], row["lang"], dict(row["judgements"]), bool(row.get("named")),
+                  str(row.get("form", "")))
     except (ValueError, KeyError, TypeError) as e:
         raise SetError(f"{where}: not a query line ({e!r}); each line needs id, query, kind, lang, judgements") from e
     if q.kind not in KINDS:
@@ -105,8 +107,11 @@ def export_corpus(js: JudgedSet, mirror: str | Path, dest: str | Path) -> list[s
     if not git_dir.is_dir():
         raise SetError(f"no mirror of {meta['repository']} at {git_dir}: fetch it first ({meta.get('fetch', '')})")
     subdir = meta.get("subdir", "").strip("/")
-    archive = subprocess.run(["git", "--git-dir", str(git_dir), "archive", "--format=tar", meta["commit"]]
-                             + ([subdir] if subdir else []), capture_output=True)
+    # only the included files: a mirror may lack large blobs (images) the corpus does not need
+    specs = [f":(glob){subdir + '/' if subdir else ''}{pre}{pat}" for pat in meta.get("include", ["*"])
+             for pre in ("", "**/")]
+    archive = subprocess.run(["git", "--git-dir", str(git_dir), "archive", "--format=tar", meta["commit"], "--", *specs],
+                             capture_output=True)
     if archive.returncode != 0:
         raise SetError(f"git archive of {meta['repository']}@{meta['commit'][:12]} failed: "
                        f"{archive.stderr.decode(errors='replace').strip()} (is the mirror older than the pinned commit?)")

@@ -1,7 +1,10 @@
 """Retrieval quality in one command, through the product, on every judged set (bench/quality_sets.py).
 
-    python bench/quality.py                     # every set: keyword / semantic / hybrid (defaults), headline metrics
-    python bench/quality.py --set dendron       # one set, every group (query kinds, English / other languages)
+    python bench/quality.py                     # held-out figures (bench/cv.py): every query ranked by fusion and
+                                                #   reranker weights chosen without it, and the shipped defaults
+    python bench/quality.py --fit               # the same, and the weights fitted on every training set (to ship)
+    python bench/quality.py --defaults          # the product's defaults per mode (in-sample on the training sets)
+    python bench/quality.py --defaults --set dendron --groups   # one set, every group (kinds, languages, forms)
     python bench/quality.py --sweep             # fusion variants over one retrieval pass per set, and their mean
     python bench/quality.py --fit-rerank        # fit the feature reranker on every set, 2-fold cross-validated
     python bench/quality.py --cli 40            # also score the first 40 queries of each set through the CLI
@@ -142,6 +145,39 @@ def sweep(args, benches: list[tuple[qs.BenchSet, Path]]) -> None:
         print(f"| {name} | " + " | ".join(f"{v:.4f}" for v in vals) + f" | {sum(vals) / len(vals):.4f} |")
 
 
+def held_out_report(args, benches: list[tuple[qs.BenchSet, Path]]) -> None:
+    """Each set's headline metrics: the procedure's within-set folds and leave-one-set-out, and the shipped defaults
+    (held out only on cv.TEST_SETS)."""
+    import cv
+
+    pools = {b.name: cv.load_pool(b, h, engine_for) for b, h in benches}
+    train = [n for n in pools if n not in cv.TEST_SETS]
+    got = cv.held_out(pools, train)
+    for bench, home in benches:
+        shipped = run_mode(engine_for(home), bench, "hybrid")[0]
+        where = "held out" if bench.name in cv.TEST_SETS else "IN-SAMPLE: fitted on this set"
+        heads = " | ".join(label for label, _, _ in bench.headline)
+        print(f"\n{bench.name}: {len(bench.queries)} queries\n| ranking | {heads} |\n|---|{'---|' * len(bench.headline)}")
+        rows = [(f"held out: folds within the set ({cv.FOLDS})", got[bench.name].get("within")),
+                ("held out: leave this set out", got[bench.name].get("loso")), (f"shipped defaults ({where})", shipped)]
+        for label, run in rows:
+            if run is not None:
+                print(f"| {label} | " + " | ".join(f"{v:.3f}" for v in headline(bench, bench.score(run))) + " |")
+        if args.groups:
+            for label, run in rows:
+                for group, row in (bench.score(run) if run else {}).items():
+                    print(f"|   {label[:24]} {group} ({row['queries']}) | " + ", ".join(
+                        f"{m} {row[m]:.3f}" for m in row if m != "queries"))
+        print("  choices:", "; ".join(f"{f.fusion} reranker {'on' if f.weights is not None else 'off'}"
+                                       for f in got[bench.name]["fits"]))
+    if args.fit:
+        fitted = cv.shipped_fit(pools, train)
+        from rag_search.retrieval.rerank import FEATURES
+
+        print(f"\nfitted on {', '.join(train)}: fusion {fitted.fusion}; reranker weights",
+              None if fitted.weights is None else {n: round(float(v), 3) for n, v in zip(FEATURES, fitted.weights)})
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--set", default="all", help=f"one of {', '.join(qs.all_set_names())}, or all")
@@ -151,6 +187,8 @@ def main() -> None:
     ap.add_argument("--cli", type=int, default=0, help="also score the first N queries through the CLI")
     ap.add_argument("--sweep", action="store_true")
     ap.add_argument("--fit-rerank", action="store_true")
+    ap.add_argument("--defaults", action="store_true", help="the product's defaults per mode (not held out)")
+    ap.add_argument("--fit", action="store_true", help="also print the weights fitted on every training set")
     ap.add_argument("--config", help="a config.yaml to index and search with (e.g. another embedder)")
     ap.add_argument("--variant", default="", help="name of the index built with --config (bench/out/<set>-<variant>)")
     ap.add_argument("--rebuild", action="store_true", help="index the sets again from scratch")
@@ -167,9 +205,11 @@ def main() -> None:
         from rerank_fit import fit_rerank
 
         fit_rerank(benches, engine_for)
-    else:
+    elif args.defaults:
         for bench, home in benches:
             table(args, bench, home)
+    else:
+        held_out_report(args, benches)
 
 
 if __name__ == "__main__":

@@ -81,9 +81,9 @@ def _beir(name: str) -> BenchSet:
 
 
 def _judged(js: judged_sets.JudgedSet, mirror: str) -> BenchSet:
-    docs = HERE / "out" / js.name / "docs"
+    docs = HERE / "out" / js.meta.get("same_corpus_as", js.name) / "docs"  # a set of questions over another's corpus
     groups = {q.id: ["all", "en" if q.lang == "en" else "other", q.kind] + (["named"] if q.named else [])
-              for q in js.queries}
+              + ([f"form:{q.form}"] if q.form else []) for q in js.queries}
 
     def ready() -> None:
         marker = docs / ".exported"
@@ -111,10 +111,11 @@ def _judged(js: judged_sets.JudgedSet, mirror: str) -> BenchSet:
             return None
 
     langs = {q.lang for q in js.queries}
-    head = [("nDCG@5", "en", "ndcg@5"), ("Hit@1", "en", "hit@1")] if "en" in langs else \
-        [("nDCG@5", "all", "ndcg@5"), ("Hit@1", "all", "hit@1")]
-    if any(q.kind == "other-language" for q in js.queries):
-        head += [("other-lang nDCG@5", "other", "ndcg@5"), ("other-lang Hit@3", "other", "hit@3")]
+    own = "en" in langs and any(q.kind != "other-language" for q in js.queries)
+    head = [("nDCG@5", "en", "ndcg@5"), ("Hit@1", "en", "hit@1")] if own else \
+        [("nDCG@5", "all", "ndcg@5"), ("Hit@1", "all", "hit@1"), ("Hit@3", "all", "hit@3")]
+    if any(q.kind == "other-language" for q in js.queries) and own:
+        head += [("other-lang nDCG@5", "other-language", "ndcg@5"), ("other-lang Hit@3", "other-language", "hit@3")]
     return BenchSet(js.name, {q.id: q.text for q in js.queries}, docs, score, doc_of, head, ready)
 
 

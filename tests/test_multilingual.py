@@ -140,3 +140,17 @@ def test_a_derived_file_that_drifts_gives_way_to_the_exact_model(tmp_path, monke
     assert "drift from the exact model's (cosine 0.99" in err and "using the exact fp32 model" in err
     assert exact.model_path.stat().st_size > 120e6  # the fp32 graph
     assert float(vec @ e5.embed_query("Wie mache ich das Upgrade rückgängig?")) > 0.99
+
+
+def test_the_cli_and_mcp_query_path_embeds_queries_as_queries(store, e5):
+    """`local-rag search --json`, MCP rag_search and rag_batch_search embed the query before the engine runs
+    (relevance.engine_query_vectors): each vector must be embed_query's ("query: "), never the passage's."""
+    from rag_search.retrieval.relevance import engine_query_vectors
+
+    for key, text in NOTES.items():
+        add_doc(store, e5, "notes", key, text)
+    queries = ["Как откатить обновление kube-proxy?", "Wann ist die Budgetbesprechung?"]
+    got = engine_query_vectors(SearchEngine(store, e5), queries)
+    for q in queries:
+        assert np.array_equal(got[q], e5.embed_query(q))
+        assert not np.array_equal(got[q], e5.embed_documents([q])[0])

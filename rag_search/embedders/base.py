@@ -42,6 +42,16 @@ def reads_script_of(embedder: object, text: str) -> bool:
     return getattr(embedder, "languages", "multi") != "en" or not cjk.has_cjk(text)
 
 
+def embed_queries(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
+    """Vectors of several search queries from one call: the provider's `embed_queries` where it has one, else one
+    `embed_query` each. Never `embed_documents`: a model trained with prefixes (e5: "query: " / "passage: ") reads a
+    query given as a passage as another text (a Russian question over English notes then finds nothing)."""
+    batch = getattr(embedder, "embed_queries", None)
+    if batch is not None:
+        return batch(list(texts))
+    return np.vstack([embedder.embed_query(t) for t in texts]) if texts else np.zeros((0, embedder.dimensions), np.float32)
+
+
 def l2_normalise(matrix: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     norms[norms == 0] = 1.0

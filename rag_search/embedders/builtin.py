@@ -68,6 +68,10 @@ class BuiltinEmbedder(OnnxRuns):
     def embed_query(self, text: str) -> np.ndarray:
         return self._run([text])[0]
 
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """Several queries in one call: this model reads a query as it reads a passage (no prefix)."""
+        return self.embed_documents(texts)
+
     def _run(self, texts: Sequence[str]) -> np.ndarray:
         encodings = self._tokenizer.encode_batch(list(texts))
         ids = np.array([e.ids for e in encodings], dtype=np.int64)

@@ -67,6 +67,10 @@ class OllamaEmbedder:
     def embed_query(self, text: str) -> np.ndarray:
         return self._embed_batch([text])[0]
 
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """Several queries in one call: this model reads a query as it reads a passage (no prefix)."""
+        return self.embed_documents(texts)
+
     def embed_documents(self, texts: Sequence[str], progress: Progress | None = None) -> np.ndarray:
         out = np.zeros((len(texts), self.dimensions), dtype=np.float32)
         for start, batch in batched(list(texts), self.batch_size):

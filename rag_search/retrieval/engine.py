@@ -20,7 +20,7 @@ from rag_search.config import SearchSettings
 from rag_search.embedders.base import Embedder, reads_script_of
 from rag_search.errors import QueryError
 from rag_search.records import Hit, chunk_body
-from rag_search.retrieval import keyword, titles, vector
+from rag_search.retrieval import keyword, titles, unmatched, vector
 from rag_search.retrieval.bit_matrix import BitMatrix
 from rag_search.retrieval.filters import Filters, SqlFilter, build_where, passing
 from rag_search.retrieval.fusion import FusedItem, Fused, Retrieved, fuse_chunks, fuse_items, item_ranking
@@ -174,7 +174,8 @@ class SearchEngine:
         if result is not None:
             result.exact_terms = sorted({t for ts in got.exact.values() for t in ts})
         strengths = {"title": {i: m.score for i, m in got.names.items()}} if got.names else None
-        return fuse_items(got.item_rankings, got.chunk_rankings, got.item_of, self.weights, self.chunk_weights,
+        weights, chunk_weights = (unmatched.scaled(w, got.found_share) for w in (self.weights, self.chunk_weights))
+        return fuse_items(got.item_rankings, got.chunk_rankings, got.item_of, weights, chunk_weights,
                           self.settings.rrf_k, pinned, strengths)
 
     def _collection_ids(self, names: tuple[str, ...]) -> tuple[int, ...]:
@@ -235,7 +236,9 @@ class SearchEngine:
         items = self._keyword_items(terms, where, limit, n_items, hybrid)
         got.item_rankings["keyword"] = items.ids
         got.item_bm25 = dict(zip(items.ids, items.scores))
-        if self.settings.exact_max_items and hybrid:  # keyword mode: BM25 already puts rare terms first
+        got.found_share = unmatched.found_share(conn, terms, self._df_cache, self.embedder) if hybrid else 1.0
+        pins = got.found_share >= unmatched.PIN_MIN_SHARE
+        if self.settings.exact_max_items and hybrid and pins:  # keyword mode: BM25 already puts rare terms first
             got.exact = self._exact_items(terms, where)
         result.timings_ms["keyword"] = _ms(t0)
         if self.settings.title_weight > 0:

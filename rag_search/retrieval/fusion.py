@@ -114,3 +114,4 @@ class Retrieved:
     query_vector: np.ndarray | None = None
     exact: dict[int, list[str]] = field(default_factory=dict)  # item → rare query terms only it (or few) hold
     names: dict[int, NameMatch] = field(default_factory=dict)  # item → its name the query best covers (titles.py)
+    found_share: float = 1.0  # share of the query's terms the index holds (unmatched.py; 1.0 unless multilingual)

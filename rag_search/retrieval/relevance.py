@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
-from rag_search.embedders.base import reads_script_of
+from rag_search.embedders.base import embed_queries, reads_script_of
 from rag_search.records import Hit
 from rag_search.retrieval.rerank import _stem, query_idf, tokens
 
@@ -27,14 +27,12 @@ if TYPE_CHECKING:
 
 
 def query_vectors(embedder: Embedder | None, texts: Sequence[str]) -> dict[str, np.ndarray]:
-    """The vectors of several queries from one model call (texts the embedder does not read are left out).
-
-    Every provider's embed_query is its embed_documents of the one text (no query prefix), so a batch gives the
-    same vectors as one call per query."""
+    """The vectors of several queries, each what the engine's own embed_query gives (texts the embedder does not read
+    are left out): embedders.base.embed_queries."""
     wanted = list(dict.fromkeys(t for t in texts if t.strip() and reads_script_of(embedder, t))) if embedder else []
     if not wanted:
         return {}
-    return dict(zip(wanted, embedder.embed_documents(wanted)))  # type: ignore[union-attr]
+    return dict(zip(wanted, embed_queries(embedder, wanted)))  # type: ignore[arg-type]
 
 
 def engine_query_vectors(engine: SearchEngine, texts: Sequence[str]) -> dict[str, np.ndarray]:

@@ -89,6 +89,10 @@ class MultilingualEmbedder(OnnxRuns):
     def embed_documents(self, texts: Sequence[str], progress=None) -> np.ndarray:
         return super().embed_documents([PASSAGE + t for t in texts], progress)
 
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """Several queries at once (batch search), each as embed_query makes it."""
+        return super().embed_documents([QUERY + t for t in texts])
+
     def _run(self, texts: Sequence[str]) -> np.ndarray:
         return run_model(self._session, self._tokenizer, texts)
 
