@@ -96,8 +96,8 @@ def test_the_ingress_reaches_the_search_server_by_a_name_it_answers_to():
     assert ingress["metadata"]["annotations"]["nginx.ingress.kubernetes.io/backend-protocol"] == "HTTPS"
 
     args = search_container()["args"]
-    allowed = Allowed.for_server("0.0.0.0", 8765, flag_values(args, "--allow-host"), flag_values(args, "--allow-origin"),
-                                 tls=True)
+    hosts, origins = flag_values(args, "--allow-host"), flag_values(args, "--allow-origin")
+    allowed = Allowed.for_server("0.0.0.0", 8765, hosts, origins, tls=True)
     assert allowed.host_ok(SEARCH_HOST) and allowed.host_ok(f"{service['metadata']['name']}:8765")
     assert allowed.origin_ok(f"https://{SEARCH_HOST}") and not allowed.host_ok("evil.example")
 
@@ -105,7 +105,8 @@ def test_the_ingress_reaches_the_search_server_by_a_name_it_answers_to():
 # -- the sources volume ---------------------------------------------------------------------------
 
 def sources_mounts(volumes: list[dict], mounts: list[dict]) -> list[tuple[dict, dict]]:
-    named = {v["name"]: v for v in volumes if v.get("persistentVolumeClaim", {}).get("claimName") == "local-rag-sources"}
+    named = {v["name"]: v for v in volumes
+             if v.get("persistentVolumeClaim", {}).get("claimName") == "local-rag-sources"}
     return [(named[m["name"]], m) for m in mounts if m["name"] in named]
 
 

@@ -56,7 +56,7 @@ def _take_over(paths: Paths, name: str, trigger: str, asked: float, check: Calla
     try:
         # The lock is let go before indexing: index_collections takes it again as the instance needs (on PostgreSQL
         # each run takes Dagster's pool slot first, then the lock).
-        with collection_lock(paths.db, name, f"{trigger}, taking over", wait=True) as before:
+        with collection_lock(paths.db, name, f"{trigger}, taking over", wait=True, finishes=False) as before:
             pass
         if before.get("finished", 0) >= asked:
             return  # the run that was busy finished after we were asked: nothing is left to do

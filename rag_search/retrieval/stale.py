@@ -80,7 +80,8 @@ class SourceRoots:
         return self._seen[root] if root else os.path.isdir(os.path.dirname(uri))
 
     def _root(self, collection: str, uri: str) -> str | None:
-        inside = [f for f in self.folders().get(collection, []) if uri == f or uri.startswith(f.rstrip(os.sep) + os.sep)]
+        folders = self.folders().get(collection, [])
+        inside = [f for f in folders if uri == f or uri.startswith(f.rstrip(os.sep) + os.sep)]
         return max(inside, key=len) if inside else None
 
     def folders(self) -> dict[str, list[str]]:
@@ -141,7 +142,8 @@ def stale_note(hits: list[Hit]) -> str | None:
     unchecked = sum(h.stale == UNCHECKED for h in hits)
     notes = []
     if changed or deleted:
-        parts = [f"{changed} hit(s) changed" if changed else "", f"{deleted} hit(s) deleted or moved" if deleted else ""]
+        parts = [f"{changed} hit(s) changed" if changed else "",
+                 f"{deleted} hit(s) deleted or moved" if deleted else ""]
         notes.append(f"{' and '.join(p for p in parts if p)} since indexed (stale: ...): their text is what was "
                      "indexed, not what is there now; do not quote a deleted one as current. Re-index the collection "
                      "to refresh them.")
