@@ -227,6 +227,31 @@ def watch(app: App, collections: tuple[str, ...], debounce: float):
                "`local-rag watch` or `local-rag index`)", err=True)
 
 
+@click.command("record-index")
+@click.argument("collections", nargs=-1)
+@pass_app
+def record_index(app: App, collections: tuple[str, ...]):
+    """Record what the index holds in the Dagster instance, without re-indexing: after moving Dagster (e.g. to
+    PostgreSQL) the UI shows every item Missing until this gives each indexed item a materialisation."""
+    import dagster as dg
+
+    from rag_pipelines.wiring.instance import ensure_instance
+    from rag_pipelines.wiring.record import record_index as record
+
+    configured = load_collections(app.paths)
+    unknown = [n for n in collections if n not in configured]
+    if unknown:
+        raise ConfigError(f"No configured collection named {', '.join(unknown)} (configured: "
+                          f"{', '.join(sorted(configured)) or 'none'}).")
+    ensure_instance(app.paths)
+    instance = dg.DagsterInstance.get()
+    try:
+        for done in record(instance, app.store, list(collections) or sorted(configured)):
+            click.echo(done.line())
+    finally:
+        instance.dispose()
+
+
 @click.command("ui")
 @click.option("--port", default=3000, show_default=True)
 @click.option("--host", default="127.0.0.1", show_default=True)
@@ -284,4 +309,4 @@ def _signal_group(pgid: int, sig: int) -> None:
         pass
 
 
-COMMANDS = {"index": index, "watch": watch, "ui": ui}
+COMMANDS = {"index": index, "watch": watch, "ui": ui, "record-index": record_index}

@@ -255,6 +255,11 @@ class Settings(_Section):
         default_factory=dict,
         description="People who reach the HTTP server with a key: {name: {key_sha256, collections, admin, roots}}.",
     )
+    users_file: str | None = Field(
+        None, description="Keep `users:` in this file instead (absolute, or relative to the config file's folder): "
+                          "for a config.yaml that is read-only (a Kubernetes ConfigMap, deploy/k8s); `local-rag "
+                          "users` writes there, and a running server re-reads it when it changes.",
+    )
     people: PeopleSettings = Field(
         default_factory=PeopleSettings, description="Who is who across sources: `--with ann` finds all of Ann's ids."
     )
@@ -303,6 +308,12 @@ class Paths:
         )
 
 
+def dagster_runs_possible(paths: Paths, settings: DagsterSettings) -> bool:
+    """Whether the Dagster instance may hold runs: one on PostgreSQL (ask it), or a SQLite one whose runs file exists
+    (so a home never indexed is not given an instance just to be told it has no runs)."""
+    return settings.on_postgres or (paths.dagster_home / "history" / "runs.db").exists()
+
+
 def _default_config(home: Path) -> Path:
     """config.yaml, or the seed's config.json when only that exists (JSON is read by the YAML parser)."""
     yaml_file, json_file = home / "config.yaml", home / "config.json"
@@ -321,9 +332,39 @@ def load_settings(path: Path | None = None) -> Settings:
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: the top level must be a mapping (embedder:, search:, collections:).")
     try:
-        return Settings.model_validate(raw)
+        settings = Settings.model_validate(raw)
     except ValidationError as exc:
         raise ConfigError(describe_validation_error(path, exc)) from exc
+    return _with_users_file(path, settings) if settings.users_file else settings
+
+
+def users_path(config: Path, settings: Settings) -> Path:
+    """The file that holds the users: the config file itself, or its `users_file`."""
+    if not settings.users_file:
+        return config
+    file = Path(settings.users_file).expanduser()
+    return file if file.is_absolute() else config.parent / file
+
+
+def _with_users_file(config: Path, settings: Settings) -> Settings:
+    """The settings with the users of their users_file (none while it does not exist yet)."""
+    file = users_path(config, settings)
+    if settings.users:
+        raise ConfigError(f"{config}: users are kept in {file} (users_file:), but this file has a users: section "
+                          "too. Move its entries there (or remove users_file:).")
+    try:
+        raw = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
+    except FileNotFoundError:
+        return settings
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"Cannot read the users file {file} ({exc}). Fix it, or restore it from a backup.") from exc
+    if not isinstance(raw, dict) or set(raw) - {"users"}:
+        raise ConfigError(f"{file} (users_file: of {config}) may hold only a users: section; move the rest to "
+                          f"{config}.")
+    try:
+        return settings.model_copy(update={"users": Settings.model_validate(raw).users})
+    except ValidationError as exc:
+        raise ConfigError(describe_validation_error(file, exc)) from exc
 
 
 def describe_validation_error(path: Path, exc: ValidationError) -> str:

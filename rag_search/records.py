@@ -118,7 +118,9 @@ class Hit:
     item_ranks: dict[str, int] = field(default_factory=dict)  # the item's rank per retriever (vector, keyword, ...)
     sections: tuple[dict[str, Any], ...] = ()  # the item's other matching chunks: chunk_index, heading, page
     rerank_score: float | None = None
-    stale: str | None = None  # "changed" | "deleted": its source differs from what was indexed (rag_search.retrieval.stale)
+    # "changed" | "deleted": its source differs from what was indexed; "unchecked": its source cannot be seen from
+    # here (rag_search.retrieval.stale)
+    stale: str | None = None
     relevance: float | None = None  # 0..1, comparable across queries (rag_search.retrieval.relevance)
 
     def also_matches(self) -> list[str]:

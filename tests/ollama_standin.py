@@ -19,6 +19,9 @@ class OllamaStandIn:
         self.embedder = HashEmbedder(dimensions=dims)
         self.delay = delay
         self.requests: list[dict] = []
+        self.open = threading.Event()  # cleared: embed requests are held (counted in `held`) until it is set again
+        self.open.set()
+        self.held = 0
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         # a client that gave up (a timeout test) breaks the pipe of a late answer: not an error to print into
         # whatever test runs next
@@ -66,6 +69,9 @@ class OllamaStandIn:
                 names = {m.split(":")[0] for m in standin.models}
                 if body["model"].split(":")[0] not in names:
                     return self._reply(404, {"error": f'model "{body["model"]}" not found, try pulling it first'})
+                if not standin.open.is_set():
+                    standin.held += 1
+                    standin.open.wait(300)
                 time.sleep(standin.delay)
                 texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
                 vecs = standin.embedder.embed_documents(texts) * 3.0  # unnormalised, as some models return

@@ -80,7 +80,7 @@ def test_collections_status_and_delete(home):
 
 def test_doctor_reports_each_check(home):
     out = run(home, "doctor")
-    for name in ("sqlite", "config", "schema", "embedder", "index embedder"):
+    for name in ("sqlite", "config", "store", "embedder", "index embedder", "dagster"):
         assert f"ok   {name}:" in out
 
 

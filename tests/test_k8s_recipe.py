@@ -20,9 +20,6 @@ import functools
 import json
 import os
 import re
-import subprocess
-import sys
-import time
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -34,6 +31,8 @@ DEPLOY = ROOT / "deploy" / "k8s"
 CHART = Path(__file__).parent / "fixtures" / "dagster_chart"
 K8S_VERSION = "1.25.0"  # the oldest Kubernetes definitions kubernetes-validate ships (the chart's refs name 1.19.0)
 RELEASE = {"namespace": "local-rag", "fullname": "dagster"}  # what `helm install dagster` in that namespace names
+MANIFESTS = ("configmap.yaml", "ollama.yaml", "search.yaml", "ingress.yaml", "sources.yaml", "sources-loader.yaml",
+             "secrets.example.yaml")
 
 
 # -- the files ----------------------------------------------------------------------------------
@@ -44,7 +43,7 @@ def values() -> dict:
 
 def manifests() -> list[dict]:
     docs = []
-    for name in ("configmap.yaml", "ollama.yaml", "search.yaml", "sources.yaml", "secrets.example.yaml"):
+    for name in MANIFESTS:
         docs += [d for d in yaml.safe_load_all((DEPLOY / name).read_text(encoding="utf-8")) if d]
     return docs
 
@@ -160,10 +159,22 @@ def test_each_run_pod_gets_the_code_locations_config_volumes_and_password():
     """The container context the chart gives the code server (its dagsterUserDeployments.k8sContainerContext), which
     dagster-k8s applies to every run's pod: parsed and converted by dagster-k8s's own code (it rejects unknown
     Kubernetes fields), no client and no cluster involved."""
+    context = location_container_context()
+    pod, container = context.run_k8s_config.pod_spec_config, context.run_k8s_config.container_config
+    assert {v["name"] for v in pod["volumes"]} == {"config", "home", "sources"}
+    assert {m["mount_path"] for m in container["volume_mounts"]} == {"/etc/local-rag", "/var/lib/local-rag", "/data"}
+    assert {"name": "PGPASSWORD", "value_from": {"secret_key_ref": {"name": "local-rag-postgres",
+                                                                    "key": "postgresql-password"}}} in container["env"]
+    assert {"config_map_ref": {"name": "local-rag-env"}} in container["env_from"]
+
+
+def location_container_context():
+    """The container context the chart gives the code server (its dagsterUserDeployments.k8sContainerContext), which
+    dagster-k8s applies to every run's pod, parsed by dagster-k8s's own code."""
     from dagster_k8s.container_context import K8sContainerContext
 
     location = code_location()
-    context = K8sContainerContext.create_from_config({"k8s": {
+    return K8sContainerContext.create_from_config({"k8s": {
         "image_pull_policy": location["image"]["pullPolicy"],
         "env_config_maps": [f"{RELEASE['fullname']}-{location['name']}-user-env",
                             *(c["name"] for c in location["envConfigMaps"])],
@@ -172,12 +183,6 @@ def test_each_run_pod_gets_the_code_locations_config_volumes_and_password():
         "service_account_name": f"{RELEASE['fullname']}-user-deployments",
         "run_k8s_config": {"pod_spec_config": {"automount_service_account_token": True}},
     }})
-    pod, container = context.run_k8s_config.pod_spec_config, context.run_k8s_config.container_config
-    assert {v["name"] for v in pod["volumes"]} == {"config", "home", "sources"}
-    assert {m["mount_path"] for m in container["volume_mounts"]} == {"/etc/local-rag", "/var/lib/local-rag", "/data"}
-    assert {"name": "PGPASSWORD", "value_from": {"secret_key_ref": {"name": "local-rag-postgres",
-                                                                    "key": "postgresql-password"}}} in container["env"]
-    assert {"config_map_ref": {"name": "local-rag-env"}} in container["env_from"]
 
 
 # -- the queue: local-rag's limits --------------------------------------------------------------
@@ -244,7 +249,7 @@ def test_config_and_manifests_name_the_same_things(tmp_path):
     sources = mount_path("sources")
     assert all(str(p).startswith(sources + "/") for p in settings.collections["notes"]["sources"][0]["paths"])
 
-    ollama, service = manifest("Deployment", "ollama"), manifest("Service", "ollama")
+    ollama, service = manifest("StatefulSet", "ollama"), manifest("Service", "ollama")
     (port,) = service["spec"]["ports"]
     assert env["OLLAMA_HOST"] == f"http://{service['metadata']['name']}:{port['port']}"
     (container,) = ollama["spec"]["template"]["spec"]["containers"]
@@ -342,35 +347,14 @@ def adapted_home(tmp_path: Path) -> dict[str, str]:
 
 
 def test_the_images_command_serves_the_code_location(tmp_path):
+    """The chart's command for the code server (grpc_command: its args from the values) serves the collection."""
     import dagster as dg
+    from code_server import code_server
     from dagster._core.remote_origin import GrpcServerCodeLocationOrigin
-    from dagster._grpc.client import DagsterGrpcClient
-    from postgres_server import _free_port
 
-    port = _free_port()
-    command = grpc_command("127.0.0.1", port)
-    command[0] = str(Path(sys.executable).parent / "dagster")  # the entry point pip installs, as in the image
-    with (tmp_path / "server.log").open("wb") as log:
-        server = subprocess.Popen(command, env=adapted_home(tmp_path), stdout=subprocess.DEVNULL, stderr=log)
-    try:
-        wait_until_serving(DagsterGrpcClient(port=port, host="127.0.0.1"), server, tmp_path / "server.log")
+    with code_server(adapted_home(tmp_path), tmp_path / "server.log", code_location()["dagsterApiGrpcArgs"]) as port:
         origin = GrpcServerCodeLocationOrigin(host="127.0.0.1", port=port, location_name="rag")
         with dg.DagsterInstance.ephemeral() as instance, origin.create_location(instance) as location:
             (repo,) = location.get_repositories().values()
             assert {"notes_index", "notes_sync"} <= {j.name for j in repo.get_all_jobs()}
             assert [s.name for s in repo.get_sensors()] == ["notes_sensor"]
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
-
-
-def wait_until_serving(client, server: subprocess.Popen, log: Path, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert server.poll() is None, f"the code server exited:\n{log.read_text(errors='replace')[-3000:]}"
-        try:
-            if client.health_check_query() == "SERVING":
-                return
-        except Exception:  # noqa: BLE001 - not listening yet
-            time.sleep(0.2)
-    raise AssertionError(f"the code server did not answer in {timeout} s:\n{log.read_text(errors='replace')[-3000:]}")

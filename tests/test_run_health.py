@@ -54,7 +54,8 @@ WORKER = textwrap.dedent("""
         nap()
 
     instance = dg.DagsterInstance.from_config(home)
-    tags = {"test/worker": sys.argv[3], "local_rag/trigger": "cli", **(owner_tags() if tagged else {})}
+    launched = {".dagster/grpc_info": '{"host": "localhost", "port": 4000}'}  # as DefaultRunLauncher tags its runs
+    tags = {"test/worker": sys.argv[3], "local_rag/trigger": "cli", **(owner_tags() if tagged else launched)}
     notes_index.execute_in_process(instance=instance, tags=tags, raise_on_error=False)
 """)
 
@@ -197,17 +198,41 @@ def test_reused_pid_is_not_mistaken_for_the_run(instance):
     assert status_of(instance, run_id) == S.FAILURE
 
 
+LOCAL_LAUNCH = {GRPC_INFO_TAG: '{"host": "localhost", "port": 4000}'}  # DefaultRunLauncher via a local code server
+
+
 def test_daemon_launched_run_worker_pid_from_its_engine_event(instance):
-    dead = make_run(instance)
+    dead = make_run(instance, tags=LOCAL_LAUNCH)
     log_pid(instance, dead, dead_pid())
-    live = make_run(instance)
+    live = make_run(instance, tags=LOCAL_LAUNCH)
     log_pid(instance, live, os.getpid())
-    reused = make_run(instance)  # our pid, but the event predates this process: another process had it
+    reused = make_run(instance, tags=LOCAL_LAUNCH)  # our pid, but the event predates this process: another had it
     log_pid(instance, reused, os.getpid(), timestamp=time.time() - 10 * 365 * 86400)
 
     assert sorted(r.run_id for r in reap_dead_runs(instance)) == sorted([dead, reused])
     assert status_of(instance, dead) == status_of(instance, reused) == S.FAILURE
     assert status_of(instance, live) == S.STARTED
+
+
+def test_a_run_launched_elsewhere_is_left_to_dagsters_run_monitoring(instance):
+    """A run worker in a Kubernetes pod (K8sRunLauncher: no gRPC tag, no host) logs its pid, which is another pid
+    namespace's: here it names a dead process, or nothing. Not reaped, not even after the start timeout; once its
+    step has recorded where it runs (another host), still never."""
+    pod = make_run(instance)
+    log_pid(instance, pod, dead_pid())
+    starting = make_run(instance, status=S.STARTING)
+    assert reap_dead_runs(instance, start_timeout=0) == []
+    assert status_of(instance, pod) == S.STARTED and status_of(instance, starting) == S.STARTING
+    infos = {i.run_id: i for i in stuck_runs(instance, start_timeout=0)}
+    assert not infos[pod].stuck and infos[pod].alive is None and "run monitoring" in infos[pod].reason
+
+    run_health.record_where(instance, instance.get_run_by_id(pod))  # as its step does, but from "another host"
+    tags = instance.get_run_by_id(pod).tags
+    assert tags[HOST_TAG] == owner_tags()[HOST_TAG] and tags[PID_TAG] == str(os.getpid())
+    instance.add_run_tags(pod, {HOST_TAG: "local-rag-run-7f9c-xk2p", PID_TAG: str(dead_pid())})
+    assert reap_dead_runs(instance, start_timeout=0) == [] and status_of(instance, pod) == S.STARTED
+    run_health.record_where(instance, instance.get_run_by_id(pod))  # a run that says where it runs keeps it
+    assert instance.get_run_by_id(pod).tags[HOST_TAG] == "local-rag-run-7f9c-xk2p"
 
 
 def test_runs_on_another_host_are_never_touched(instance):

@@ -25,7 +25,7 @@ from rag_search.retrieval import Filters, SearchEngine, SearchRequest
 from rag_search.retrieval.context import chunks_around
 from rag_search.retrieval.plan import INTENT_WEIGHT, QueryPlan, SubQuery, fuse_lists, run_plan
 from rag_search.retrieval.relevance import query_vectors, with_relevance, word_share
-from rag_search.retrieval.stale import CHANGED, DELETED, mark_hits, stale_marks
+from rag_search.retrieval.stale import CHANGED, DELETED, UNCHECKED, mark_hits, stale_marks, stale_note
 from rag_search.store import Store
 
 EXE = str(Path(sys.executable).with_name("local-rag"))
@@ -101,6 +101,42 @@ def test_stale_marks_after_an_edit_a_delete_and_a_move_and_gone_after_reindexing
         for k in env:
             os.environ.pop(k, None)
     assert stale_marks(store, [item_id(store, k) for k in ids]) == {}
+    store.close()
+
+
+def test_a_process_that_cannot_see_the_sources_says_it_cannot_check(indexed, monkeypatch):
+    """A search server without the sources (a pod without the volume, an unmounted disk) marks a missing file
+    "unchecked", not "deleted"; the config naming the source folders is read only when a file is missing."""
+    from rag_search import collection_config
+
+    paths, vault, env = indexed
+    store = Store.open(paths.db)
+    ids = [item_id(store, k) for k in (KUBE, "Projects/Runbook.md")]
+    reads, declared = [], collection_config.declared
+    monkeypatch.setattr(collection_config, "declared", lambda *a, **kw: reads.append(1) or declared(*a, **kw))
+    monkeypatch.setenv("LOCAL_RAG_HOME", str(paths.home))
+    assert stale_marks(store, ids) == {} and reads == []  # every file there: nothing else read
+    away = vault.with_name(vault.name + "-elsewhere")
+    vault.rename(away)
+    try:
+        assert stale_marks(store, ids) == {i: UNCHECKED for i in ids} and reads == [1]  # once per call
+        vault.mkdir()  # a mount point with nothing mounted
+        assert stale_marks(store, ids) == {i: UNCHECKED for i in ids}
+        hits = mark_hits(store, SearchEngine(store, None).search(SearchRequest("kube-proxy iptables",
+                                                                              mode="keyword")).hits)
+        assert hits[0].key == KUBE and hits[0].stale == UNCHECKED and "could not be checked" in stale_note(hits)
+        out = CliRunner().invoke(cli, ["search", "--mode", "keyword", "kube-proxy iptables"], env=env,
+                                 catch_exceptions=False).output
+        assert "[not checked: its source is not visible here]" in out.splitlines()[0]
+        assert "deleted" not in out
+        vault.rmdir()
+    finally:
+        away.rename(vault)
+    (vault / "Projects" / "Runbook.md").rename(vault / "Runbook.md.away")  # the folder is there: truly deleted
+    try:
+        assert stale_marks(store, ids) == {ids[1]: DELETED}
+    finally:
+        (vault / "Runbook.md.away").rename(vault / "Projects" / "Runbook.md")
     store.close()
 
 

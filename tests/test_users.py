@@ -102,6 +102,30 @@ def test_a_broken_config_edit_keeps_the_last_users(home):
     assert users.directory(home).find(key).name == "ann"  # not everyone locked out, nobody let in
 
 
+def test_users_in_a_users_file_beside_a_read_only_config(tmp_path, monkeypatch):
+    """config.yaml names users_file (as the Kubernetes recipe does, its config a read-only ConfigMap): `users` writes
+    there, config.yaml is never touched, a running directory sees each change; a users: section in both is refused."""
+    monkeypatch.setenv("LOCAL_RAG_HOME", str(tmp_path))
+    held = tmp_path / "writable" / "users.yaml"
+    held.parent.mkdir()
+    config = tmp_path / "config.yaml"
+    config.write_text(f"search:\n  top_k: 7\nusers_file: {held}\n")
+    before = config.read_text()
+    paths = Paths.from_env()
+    assert users.directory(paths).users == {}  # no users file yet: nobody
+    key = run("add", "ann", "-c", "notes").stdout.strip()
+    assert users.directory(paths).find(key).name == "ann" and "ann:" in run("list").output
+    assert list(yaml.safe_load(held.read_text())) == ["users"] and config.read_text() == before
+    run("remove", "ann")
+    assert users.directory(paths).find(key) is None
+    held.write_text("users: {}\nsearch: {top_k: 3}\n")
+    with pytest.raises(ConfigError, match="may hold only a users: section"):
+        users.load_settings(config)
+    config.write_text(f"users_file: {held}\nusers: {{bob: {{key_sha256: '{'ab' * 32}'}}}}\n")
+    with pytest.raises(ConfigError, match="Move its entries there"):
+        users.load_settings(config)
+
+
 # -- wrong keys --------------------------------------------------------------------------------------
 
 def test_wrong_keys_wait_longer_each_time_up_to_five_minutes_and_a_right_key_clears_it():

@@ -54,15 +54,18 @@ def wait_in_background(paths: Paths, name: str, trigger: str, asked: float,
 
 def _take_over(paths: Paths, name: str, trigger: str, asked: float, check: Callable[[], None] | None) -> None:
     try:
-        with collection_lock(paths.db, name, f"{trigger}, taking over", wait=True) as before:
-            if before.get("finished", 0) >= asked:
-                return  # the run that was busy finished after we were asked: nothing is left to do
-            log.warning("%s: the run of %s stopped before it finished; this process (%s) indexes the collection now",
-                        name, _who(before), trigger)
-            if check is not None:
-                check()
-            [summary] = runs.index_collections(paths, [name], trigger=trigger)
-            log.warning("%s", summary.line())
+        # The lock is let go before indexing: index_collections takes it again as the instance needs (on PostgreSQL
+        # each run takes Dagster's pool slot first, then the lock).
+        with collection_lock(paths.db, name, f"{trigger}, taking over", wait=True, finishes=False) as before:
+            pass
+        if before.get("finished", 0) >= asked:
+            return  # the run that was busy finished after we were asked: nothing is left to do
+        log.warning("%s: the run of %s stopped before it finished; this process (%s) indexes the collection now",
+                    name, _who(before), trigger)
+        if check is not None:
+            check()
+        [summary] = runs.index_collections(paths, [name], trigger=trigger)
+        log.warning("%s", summary.line())
     except Exception as exc:  # noqa: BLE001 - a background thread: say why in the log, never die silently
         log.warning("%s: taking over its indexing failed (%s: %s); run `local-rag index %s` in a terminal.",
                     name, type(exc).__name__, exc, name)

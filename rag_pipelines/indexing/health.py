@@ -7,14 +7,17 @@ the UI shows "Failure" with our message and the run queue frees its slot.
 
 How the process of a run is found:
 - runs we execute in-process (CLI, watcher, MCP) carry `owner_tags()`: pid, host and the process start
-  time, so a reused pid is not mistaken for the run's process, and the run's id: a run that inherited them
-  (re-executed from the UI, which copies the parent's tags) is judged by its own process, as below;
+  time, so a reused pid is not mistaken for the run's process;
 - runs launched by the Dagster daemon (sensors, schedules, the UI) have no such tags; their run worker
   logs an ENGINE_EVENT "Started process for run (pid: N)" (and the in-process executor "Executing steps
   in process (pid: N)") whose metadata holds the pid. A process that started after that event is not
   the run's process.
-A run on another host is never touched. A run with no recorded process is left alone unless it has sat
-in NOT_STARTED/STARTING longer than `start_timeout` seconds.
+Where a run lives is recorded with it: the CLI's runs carry `owner_tags()` from the start, and every run's step
+adds them when the run has none (`record_where`: a run worker in a Kubernetes pod records the pod's host name).
+Only runs of this host are judged. A run on another host is never touched, nor one whose host is not known
+(launched elsewhere, e.g. as a Kubernetes Job, and not yet at its step): its pid means nothing here, and Dagster's
+run monitoring (the daemon's, which asks the run launcher) ends it if its worker dies. A run of this host with
+no recorded process is left alone unless it has sat in NOT_STARTED/STARTING longer than `start_timeout` seconds.
 """
 
 from __future__ import annotations
@@ -28,7 +31,9 @@ from dataclasses import asdict, dataclass
 PID_TAG = "local_rag/pid"
 HOST_TAG = "local_rag/host"
 PROC_START_TAG = "local_rag/proc_start"
-OWNER_RUN_TAG = "local_rag/owner_run"  # the run the owner tags were made for
+OWNER_RUN_TAG = "local_rag/owner_run"  # the run the three tags above were written for (re-executions copy tags)
+OWNER_TAGS = (PID_TAG, HOST_TAG, PROC_START_TAG, OWNER_RUN_TAG)
+PARENT_RUN_TAG = "dagster/parent_run_id"  # = dagster._core.storage.tags.PARENT_RUN_ID_TAG
 COLLECTION_TAG = "local_rag/collection"
 TRIGGER_TAG = "local_rag/trigger"
 GRPC_INFO_TAG = ".dagster/grpc_info"  # = dagster._core.storage.tags.GRPC_INFO_TAG, set by DefaultRunLauncher
@@ -63,12 +68,34 @@ class RunInfo:
 
 
 def owner_tags(run_id: str | None = None) -> dict[str, str]:
-    """Tags for the run `run_id` executed in this process, so another process can tell whether it still runs."""
-    tags = {PID_TAG: str(os.getpid()), HOST_TAG: socket.gethostname(), **({OWNER_RUN_TAG: run_id} if run_id else {})}
+    """Tags for a run executed in this process, so another process can tell whether it still runs."""
+    tags = {PID_TAG: str(os.getpid()), HOST_TAG: socket.gethostname()}
     token = _probe(os.getpid()).token
     if token:
         tags[PROC_START_TAG] = token
+    if run_id:
+        tags[OWNER_RUN_TAG] = run_id
     return tags
+
+
+def record_where(instance, run, collection: str | None = None) -> None:
+    """Record on a run that this process runs it (pid, host, start time), unless it already says where it runs, and
+    the collection it writes (runs of Dagster's asset job, from the UI or a backfill, carry no such tag)."""
+    tags = {} if HOST_TAG in own_tags(run) else owner_tags(run.run_id)
+    if collection and COLLECTION_TAG not in run.tags:
+        tags[COLLECTION_TAG] = collection
+    if tags:
+        instance.add_run_tags(run.run_id, tags)
+
+
+def own_tags(run) -> dict[str, str]:
+    """The run's tags without the owner tags a re-execution copied from the run it re-executes (they name that
+    run's process): owner tags count when written for this run, or (older runs) on a run that re-executes none."""
+    tags = run.tags
+    owner = tags.get(OWNER_RUN_TAG)
+    if owner == run.run_id or (owner is None and PARENT_RUN_TAG not in tags):
+        return dict(tags)
+    return {k: v for k, v in tags.items() if k not in OWNER_TAGS}
 
 
 def stuck_runs(instance, collection: str | None = None, *, start_timeout: float = START_TIMEOUT) -> list[RunInfo]:
@@ -106,7 +133,7 @@ def _records(instance, statuses, collection: str | None):
 def _judge(instance, record, start_timeout: float) -> RunInfo:
     """What we know about the run's process, and whether the run is stuck."""
     run = record.dagster_run
-    tags = run.tags
+    tags = own_tags(run)
     status = run.status.value
     created = record.create_timestamp.timestamp()
     here = socket.gethostname()
@@ -117,10 +144,11 @@ def _judge(instance, record, start_timeout: float) -> RunInfo:
 
     if status == "QUEUED":
         return info(reason="queued: the Dagster daemon starts it when no other run is active")
-    if tags.get(OWNER_RUN_TAG, run.run_id) != run.run_id:  # inherited from the run it re-executes: not its own
-        tags = {k: v for k, v in tags.items() if k not in (PID_TAG, HOST_TAG, PROC_START_TAG)}
     host = tags.get(HOST_TAG) or _grpc_host(tags)
-    if host is not None and host != here and host not in LOCAL_HOSTS:
+    if host is None:
+        return info(reason=f"{status}; where it runs is not recorded yet (launched elsewhere?): not checked from "
+                           f"{here}; Dagster's run monitoring ends it if its process dies")
+    if host != here and host not in LOCAL_HOSTS:
         return info(host=host, reason=f"runs on host {host}; not checked from {here}")
 
     # Our tags: the process must have started before the run was created (and, with proc_start, be the

@@ -43,10 +43,10 @@ def lock_path(db: Path, collection: str) -> Path:
 
 @contextmanager
 def collection_lock(db: Path, collection: str, trigger: str, *, wait: bool = True,
-                    on_wait: Callable[[str], None] | None = None) -> Iterator[dict]:
+                    on_wait: Callable[[str], None] | None = None, finishes: bool = True) -> Iterator[dict]:
     """Hold the collection's indexing lock; yields the record of the run that held it before (`finished` set when
     that run ended without an error). Busy elsewhere: wait (telling `on_wait` who holds it), or raise
-    CollectionBusy when `wait` is false."""
+    CollectionBusy when `wait` is false. `finishes=False`: a hold that indexes nothing leaves no `finished` mark."""
     path = lock_path(db, collection)
     with _guard:
         local = _threads.setdefault(str(path), threading.RLock())
@@ -66,7 +66,7 @@ def collection_lock(db: Path, collection: str, trigger: str, *, wait: bool = Tru
             fh, before, depth = _files[str(path)]
             if depth == 1:
                 del _files[str(path)]
-                _release(fh, completed)
+                _release(fh, completed and finishes)
             else:
                 _files[str(path)] = (fh, before, depth - 1)
     finally:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Callable
 
 from rag_search.config import Paths
@@ -69,6 +70,7 @@ def index_collections(paths: Paths, names: list[str] | None = None, *, force: bo
 
     from rag_pipelines.indexing.health import reap_dead_runs
     from rag_pipelines.wiring.instance import ensure_instance
+    from rag_pipelines.wiring.pool import writers_pooled
     from rag_pipelines.wiring.resources import RagResource
 
     collections = load_collections(paths)
@@ -84,20 +86,39 @@ def index_collections(paths: Paths, names: list[str] | None = None, *, force: bo
         store = RagResource().store()
         summaries = []
         for name in names or sorted(collections):
-            with collection_lock(paths.db, name, trigger, wait=wait, on_wait=on_wait):
-                summaries.append(_sync_one(instance, collections[name], store, force=force, keys=keys,
-                                           on_plan=on_plan, trigger=trigger, retry_failed=retry_failed,
-                                           reaped=[r.run_id for r in reaped if r.collection in (None, name)]))
+            lock = partial(collection_lock, paths.db, name, trigger, wait=wait, on_wait=on_wait)
+            summaries.append(_sync_one(instance, collections[name], store, lock, writers_pooled(instance, name),
+                                       force=force, keys=keys, on_plan=on_plan, trigger=trigger,
+                                       retry_failed=retry_failed,
+                                       reaped=[r.run_id for r in reaped if r.collection in (None, name)]))
         return summaries
     finally:
         instance.dispose()  # closes the event log's files (their WAL is folded in) before the process ends
 
 
-def _sync_one(instance, cfg, store, *, force: bool, keys, on_plan, trigger: str, retry_failed: bool,
-              reaped: list[str]) -> RunSummary:
-    """Plan one collection's sync and run it: range runs for its new items (and those that moved to another
-    shard), one sync run for the rest."""
-    from rag_pipelines.wiring.assets import add_item_partitions, sync_op_name
+def _sync_one(instance, cfg, store, lock, pooled: bool, *, force: bool, keys, on_plan, trigger: str,
+              retry_failed: bool, reaped: list[str]) -> RunSummary:
+    """Plan one collection's sync under its lock and run it: range runs for its new items (and those that moved to
+    another shard), one sync run for the rest.
+
+    Where Dagster's pool holds the collection's writers to one (`pooled`: a PostgreSQL instance), the lock is held
+    for the planning only: each run's step takes the pool's slot and then the lock, and a run waiting for the slot
+    while this process held the lock would wait forever on a run that holds the slot and waits for the lock."""
+    with lock():
+        summary, work = _plan_one(instance, cfg, store, force=force, keys=keys, on_plan=on_plan,
+                                  retry_failed=retry_failed, reaped=reaped)
+        if not pooled:
+            _run_planned(instance, summary, *work, force=force, tags={"local_rag/trigger": trigger})
+    if pooled:
+        _run_planned(instance, summary, *work, force=force, tags={"local_rag/trigger": trigger})
+    summary.failures = [f.to_dict() for f in reads.failures(store, collection=cfg.name, limit=20)]
+    return summary
+
+
+def _plan_one(instance, cfg, store, *, force: bool, keys, on_plan, retry_failed: bool, reaped: list[str]):
+    """The collection's plan, its definitions and partitions ready; (summary, (defs, collection defs, keys for
+    range runs, plan))."""
+    from rag_pipelines.wiring.assets import add_item_partitions
     from rag_pipelines.wiring.outcomes import record_unlogged
 
     name, summary = cfg.name, RunSummary(cfg.name, reaped=reaped)
@@ -114,12 +135,17 @@ def _sync_one(instance, cfg, store, *, force: bool, keys, on_plan, trigger: str,
     add_item_partitions(instance, c.layout, sorted(plan.entries))
     record_unlogged(instance, store, cfg, c.layout)  # after a killed or stopped run
     ranged = (set(plan.new) | moved) - set(plan.deleted)  # moved items: logged in their new shard, not re-embedded
+    return summary, (defs, c, ranged, plan)
+
+
+def _run_planned(instance, summary: RunSummary, defs, c, ranged: set[str], plan: SyncPlan, *, force: bool,
+                 tags: dict) -> None:
+    from rag_pipelines.wiring.assets import sync_op_name
 
     def count(key: str, outcome: str) -> None:
         summary.outcomes[outcome] = summary.outcomes.get(outcome, 0) + 1
 
     progress.listen(count)
-    tags = {"local_rag/trigger": trigger}
     try:
         summary.run_ids += _range_runs(instance, defs, c, ranged, force, tags)
         changed = [k for k in plan.changed if k not in ranged]
@@ -127,11 +153,9 @@ def _sync_one(instance, cfg, store, *, force: bool, keys, on_plan, trigger: str,
             conf = {"reindex": changed, "delete": plan.deleted, "force": force}
             job = defs.resolve_job_def(c.sync_job.name)
             summary.run_ids.append(_execute(job, instance, tags=tags,
-                                            run_config={"ops": {sync_op_name(name): {"config": conf}}}))
+                                            run_config={"ops": {sync_op_name(c.cfg.name): {"config": conf}}}))
     finally:
         progress.unlisten(count)
-    summary.failures = [f.to_dict() for f in reads.failures(store, collection=name, limit=20)]
-    return summary
 
 
 def _collection_defs(instance, cfg, items: int, summary: RunSummary):

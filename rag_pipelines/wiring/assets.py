@@ -11,12 +11,13 @@ from rag_search.config import load_settings
 
 from rag_pipelines.indexing import progress
 from rag_pipelines.config import CollectionConfig, current_collection, safe_name
+from rag_pipelines.indexing.health import record_where
 from rag_pipelines.indexing.items import IndexStats, index_keys
 from rag_pipelines.indexing.lock import collection_lock
 from rag_pipelines.indexing.workers import index_in_workers, worker_count, worker_jobs
 from rag_pipelines.indexing.plan import plan_sync
 from rag_pipelines.wiring import checks, outcomes
-from rag_pipelines.wiring.pool import pooled, uses_pool
+from rag_pipelines.wiring.pool import collection_pool, pooled, uses_pool
 from rag_pipelines.wiring.resources import RagResource
 from rag_pipelines.wiring.shards import Layout, stale
 
@@ -131,6 +132,7 @@ def _build_shard(cfg: CollectionConfig, layout: Layout, i: int) -> Shard:
         can_subset=True,  # the checks can run alone from the UI
         partitions_def=partitions,
         backfill_policy=dg.BackfillPolicy.single_run(),
+        pool=collection_pool(cfg.name),  # one writer of the collection at a time, whichever job runs it
     )
     def items(context: dg.AssetExecutionContext, config: ItemsConfig, rag: RagResource):
         failure, now = None, current_collection(rag.paths(), cfg) or cfg  # config.yaml as it is now
@@ -164,6 +166,7 @@ def _build_sync(cfg: CollectionConfig, layout: Layout) -> dg.JobDefinition:
         out={},
         description=f"Sync changed and deleted items of '{cfg.name}' in one run; logs a materialisation per item, "
         "fails the items that fail, and evaluates the checks.",
+        pool=collection_pool(cfg.name),
     )
     def sync(context: dg.OpExecutionContext, rag: RagResource):
         conf, now = context.op_config, current_collection(rag.paths(), cfg) or cfg  # config.yaml as it is now
@@ -209,6 +212,7 @@ def _index(context, cfg: CollectionConfig, layout: Layout, rag: RagResource,
     why = stale(context.instance, layout)
     if why:  # a code location loaded before `local-rag index` resharded the collection
         raise dg.Failure(description=why, allow_retries=False)
+    record_where(context.instance, context.run, cfg.name)  # where the run lives, which collection it writes
     store = rag.store()
     step = str(getattr(context, "op_execution_context", context).op_handle)
     embedder = pooled(rag.embedder(), context.instance, context.run.run_id, step,

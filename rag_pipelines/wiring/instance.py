@@ -71,6 +71,9 @@ concurrency:
       - key: {tag}
         value: {{applyLimitPerUniqueValue: true}}
         limit: 1
+  pools:   # each collection's writers are in a pool of their own (wiring/pool.py): one step at a time, however
+    granularity: op   # the run started (its job, the UI's asset job, a backfill, a sensor, a re-execution, the CLI)
+    default_limit: 1
 """
 
 
@@ -125,14 +128,27 @@ def write_config(config: Path, settings: DagsterSettings) -> None:
     Anything else was edited by hand and is left alone, unless the config asks for PostgreSQL there."""
     text = config.read_text(encoding="utf-8") if config.exists() else ""
     wanted = render(settings)
-    ours = not text or text.startswith(HEADER) or (text.startswith(LEGACY) and "storage" not in text)
-    if ours:
+    if ours(text):
         if text != wanted:
             publish(config, wanted)
-    elif settings.on_postgres and "storage" not in text:
-        raise ConfigError(f"config.yaml asks for Dagster on PostgreSQL, but {config} was edited by hand and has "
-                          "no storage section. Delete that file (local-rag writes it again from config.yaml) "
-                          "or add a `storage: postgres:` section to it yourself.")
+        return
+    problem = edited_problem(config, text, settings)
+    if problem:
+        raise ConfigError(problem)
+
+
+def ours(text: str) -> bool:
+    """dagster.yaml as local-rag writes it (or none yet): rewritten from config.yaml when that changes."""
+    return not text or text.startswith(HEADER) or (text.startswith(LEGACY) and "storage" not in text)
+
+
+def edited_problem(config: Path, text: str, settings: DagsterSettings) -> str | None:
+    """Why a dagster.yaml edited by hand cannot serve config.yaml's `dagster:` setting, or None."""
+    if settings.on_postgres and "storage" not in text:
+        return (f"config.yaml asks for Dagster on PostgreSQL, but {config} was edited by hand and has no storage "
+                "section. Delete that file (local-rag writes it again from config.yaml) or add a `storage: "
+                "postgres:` section to it yourself.")
+    return None
 
 
 def publish(config: Path, text: str) -> None:
@@ -195,6 +211,50 @@ def check_postgres(url: str) -> None:
         reason = reason.replace(password, "***") if password else reason
         raise ConfigError(f"Cannot reach the Dagster database {mask_password(url)}: {reason}. Start the PostgreSQL "
                           "server and create the database (createdb), or fix `dagster:` in config.yaml.") from exc
+
+
+def describe_instance(paths: Paths, settings: DagsterSettings) -> str:
+    """What `local-rag doctor` says of the Dagster instance config.yaml names (SQLite or PostgreSQL): where it is, its
+    schema and runs; a ConfigError that says what to do when it cannot serve."""
+    config = paths.dagster_home / "dagster.yaml"
+    text = config.read_text(encoding="utf-8") if config.exists() else ""
+    problem = None if ours(text) else edited_problem(config, text, settings)
+    if problem:
+        raise ConfigError(problem)
+    edited = "" if ours(text) else f" ({config} was edited by hand: local-rag leaves it as it is)"
+    if settings.on_postgres:
+        check_postgres(settings.storage)
+        revision, runs = _postgres_instance(settings.storage)
+        where = f"PostgreSQL {mask_password(settings.storage)}"
+        if revision is None:
+            return f"{where}: no Dagster tables yet (the first run creates them){edited}"
+        return f"{where}: Dagster schema {revision}, {runs} runs{edited}"
+    runs_db = paths.dagster_home / "history" / "runs.db"
+    if not runs_db.exists():
+        return f"SQLite at {paths.dagster_home}: no runs yet{edited}"
+    import sqlite3
+
+    with sqlite3.connect(f"{runs_db.as_uri()}?mode=ro", uri=True) as conn:
+        runs = conn.execute("SELECT count(*) FROM runs").fetchone()[0]
+    return f"SQLite at {paths.dagster_home}: {runs} runs{edited}"
+
+
+def _postgres_instance(url: str) -> tuple[str | None, int]:
+    """(the Dagster schema's alembic revision or None when no tables exist yet, the number of runs)."""
+    import psycopg2
+
+    conn = psycopg2.connect(url, connect_timeout=10)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT to_regclass('alembic_version') IS NOT NULL, to_regclass('runs') IS NOT NULL")
+            has_version, has_runs = cur.fetchone()
+            if not has_version or not has_runs:
+                return None, 0
+            cur.execute("SELECT (SELECT version_num FROM alembic_version LIMIT 1), (SELECT count(*) FROM runs)")
+            revision, runs = cur.fetchone()
+            return revision, runs
+    finally:
+        conn.close()
 
 
 def nux_seen(home: Path) -> None:

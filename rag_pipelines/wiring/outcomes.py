@@ -182,14 +182,30 @@ def record_unlogged(instance: dg.DagsterInstance, store: Store, cfg: CollectionC
             run.run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION, limit=1_000_000).records}
         missing = [k for k in _run_keys(run, instance, layout) if k not in logged and k in states
                    and states[k].status == "indexed"]
-        for key in missing:
-            instance.report_runless_asset_event(dg.AssetMaterialization(
-                asset_key=layout.key_of(key), partition=key, metadata={
-                    "outcome": "indexed", "chunks": stored_chunks(store, cfg.name, key), "uri": states[key].uri,
-                    "note": f"indexed by run {run.run_id[:8]}, which ended before it logged this item"}))
+        report_materializations(instance, [dg.AssetMaterialization(
+            asset_key=layout.key_of(key), partition=key, metadata={
+                "outcome": "indexed", "chunks": stored_chunks(store, cfg.name, key), "uri": states[key].uri,
+                "note": f"indexed by run {run.run_id[:8]}, which ended before it logged this item"})
+            for key in missing])
         instance.add_run_tags(run.run_id, {RECONCILED: str(len(missing))})
         count += len(missing)
     return count
+
+
+def report_materializations(instance: dg.DagsterInstance, materializations: list[dg.AssetMaterialization]) -> None:
+    """Materialisations that belong to no run (as the UI's "Report materialization" records them), written in
+    batches of BATCH_ITEMS: one write of the event log per batch (DAGSTER_EVENT_BATCH_SIZE, set by ensure_instance),
+    instead of one per item."""
+    from dagster._core.events import DagsterEvent, DagsterEventBatchMetadata, DagsterEventType, StepMaterializationData
+    from dagster._core.instance.utils import RUNLESS_JOB_NAME, RUNLESS_RUN_ID
+
+    for start in range(0, len(materializations), BATCH_ITEMS):
+        batch, batch_id = materializations[start: start + BATCH_ITEMS], str(uuid.uuid4())
+        for i, materialization in enumerate(batch):
+            event = DagsterEvent(DagsterEventType.ASSET_MATERIALIZATION.value, job_name=RUNLESS_JOB_NAME,
+                                 event_specific_data=StepMaterializationData(materialization))
+            instance.report_dagster_event(event, run_id=RUNLESS_RUN_ID,
+                                          batch_metadata=DagsterEventBatchMetadata(batch_id, i == len(batch) - 1))
 
 
 def _run_keys(run, instance: dg.DagsterInstance, layout: Layout) -> list[str]:

@@ -1,4 +1,13 @@
-"""The embedder pool: at most `dagster.embedder_slots` embedding calls at once across every run of a PostgreSQL
+"""Dagster's concurrency pools for local-rag: one writer per collection, and the embedder shared by all runs.
+
+A collection's pool (`collection_pool`): the op of every job that writes the collection's items (its index and sync
+jobs, and Dagster's own asset job the UI's Materialize and backfills run) is in it, so Dagster holds them to one at
+a time, whatever started the run: the queue does not start a run whose pool is taken, and a run that starts anyway
+(in-process from the CLI, MCP or the page, a launch that bypassed the queue) waits at the step for the pool's slot.
+The limit is the instance's default pool limit, 1, which local-rag writes into a PostgreSQL instance's dagster.yaml
+(instance.py; the Helm values set the same). A SQLite instance runs one run at a time and has no limit.
+
+The embedder pool: at most `dagster.embedder_slots` embedding calls at once across every run of a PostgreSQL
 Dagster instance (one Ollama request or one CPU model at a time by default), through Dagster's concurrency pool
 `local_rag_embedder` (its slots show under Deployment > Concurrency in the UI).
 
@@ -12,7 +21,10 @@ import time
 from contextlib import contextmanager
 from typing import Iterator, Sequence
 
+from rag_search.collection_config import safe_name
+
 POOL = "local_rag_embedder"
+COLLECTION_POOL = "local_rag_collection_"  # + the collection's safe name
 FIRST_POLL, MAX_POLL = 0.02, 0.5  # seconds between claims while another run embeds
 REAP_EVERY = 30.0  # seconds of waiting between looks for dead runs that still hold a slot
 
@@ -45,6 +57,24 @@ def pooled(embedder, instance, run_id: str, step_key: str, slots: int):
     return PooledEmbedder(embedder, instance, run_id, step_key)
 
 
+def collection_pool(name: str) -> str:
+    """The pool of the collection's writers (one slot: one run writes the collection at a time)."""
+    return COLLECTION_POOL + safe_name(name)
+
+
+def writers_pooled(instance, name: str) -> bool:
+    """Whether Dagster holds this collection's writing steps to one at a time on this instance (a limit for its pool,
+    claimed by each step: op granularity)."""
+    from dagster._core.instance.config import PoolGranularity
+
+    if not uses_pool(instance):
+        return False
+    if instance.get_concurrency_config().pool_config.pool_granularity == PoolGranularity.RUN:
+        return False
+    return bool(instance.global_op_concurrency_default_limit) or \
+        collection_pool(name) in instance.event_log_storage.get_concurrency_keys()
+
+
 def uses_pool(instance) -> bool:
     from dagster._core.storage.event_log.sqlite import ConsolidatedSqliteEventLogStorage, SqliteEventLogStorage
 
@@ -55,8 +85,9 @@ def uses_pool(instance) -> bool:
 
 @contextmanager
 def embedder_slot(instance, run_id: str, step_key: str) -> Iterator[None]:
-    """Hold one slot of the pool (waiting for it, oldest claim first) while the block runs."""
-    storage = instance.event_log_storage
+    """Hold one slot of the pool (waiting for it, oldest claim first) while the block runs. The claim is the step's
+    under a key of its own: Dagster frees a step's claims all at once, and the step also holds its collection's."""
+    storage, step_key = instance.event_log_storage, f"{step_key}:embedder"
     poll, reaped = FIRST_POLL, time.monotonic()
     while not storage.claim_concurrency_slot(POOL, run_id, step_key).is_claimed:
         time.sleep(poll)

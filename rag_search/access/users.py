@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Iterator
 
 from rag_search import file_updates
-from rag_search.config import Paths, Settings, load_settings
+from rag_search.config import Paths, Settings, load_settings, users_path
 from rag_search.errors import ConfigError, RootRefused
 
 KEY_PREFIX = "lrag_"
@@ -106,22 +106,26 @@ class Directory:
         return bool(self.users)
 
 
-_directories: dict[Path, tuple[tuple, Directory]] = {}
+_directories: dict[Path, tuple[tuple, Directory, Path]] = {}  # config → (stamps, users, the file holding them)
 
 
 def directory(paths: Paths) -> Directory:
-    """The users in the config file now (re-read when the file changes); a broken edit keeps the last good one."""
-    stamp = _stamp(paths.config)
+    """The users in the config file (or its users_file) now, re-read when either file changes; a broken edit keeps
+    the last good one."""
     cached = _directories.get(paths.config)
+    held = cached[2] if cached else paths.config
+    stamp = (_stamp(paths.config), _stamp(held))
     if cached and cached[0] == stamp:
         return cached[1]
     try:
-        found = Directory.from_settings(load_settings(paths.config))
+        settings = load_settings(paths.config)
+        found = Directory.from_settings(settings)
     except ConfigError:
         if cached is None:
             raise
         return cached[1]  # a half-saved config.yaml must not lock everyone out (or let anyone in)
-    _directories[paths.config] = (stamp, found)
+    now_held = users_path(paths.config, settings)
+    _directories[paths.config] = (stamp if now_held == held else (), found, now_held)  # (): look again next time
     return found
 
 

@@ -1,18 +1,16 @@
-"""`local-rag collections|status|doctor|reembed`: looking after the index."""
+"""`local-rag collections|status|reembed|compact|migrate-store`: looking after the index (`doctor`: doctor.py)."""
 
 from __future__ import annotations
 
 import sys
-from typing import Callable
 
 import click
 
 from rag_search.cli.context import App, pass_app
 from rag_search.cli.format import echo_json, render_collections, render_status
-from rag_search.errors import RagError
-from rag_search.store import migrations, reads, writes
-from rag_search.store.connection import connect, versions
-from rag_search.store.vectors import check_embedder, recorded_embedder
+from rag_search.config import dagster_runs_possible
+from rag_search.store import reads, writes
+from rag_search.store.vectors import recorded_embedder
 
 
 @click.group("collections")
@@ -89,14 +87,14 @@ def _ocr_lines(ocr: dict) -> str:
 
 def _runs(app: App) -> dict:
     """Dagster runs still marked active (dead ones are marked failed first); nothing when no instance exists."""
-    if not (app.paths.dagster_home / "history" / "runs.db").exists():
+    if not dagster_runs_possible(app.paths, app.settings.dagster):
         return {}
     import dagster as dg  # only here: status is not on the search path
 
     from rag_pipelines.indexing.health import reap_dead_runs, stuck_runs
     from rag_pipelines.wiring.instance import ensure_instance
 
-    ensure_instance(app.paths)
+    ensure_instance(app.paths, app.settings.dagster)
     instance = dg.DagsterInstance.get()
     return {"runs_reaped": [i.to_dict() for i in reap_dead_runs(instance)],
             "runs": [i.to_dict() for i in stuck_runs(instance)]}
@@ -127,83 +125,6 @@ def reembed(app: App, yes: bool):
         bar["bar"].__exit__(None, None, None)
     click.echo(f"Re-embedded with {target.id}: {stats['embedded']} texts embedded, {stats['reused']} from cache, "
                f"{stats['vectors']} vectors written.")
-
-
-@click.command("doctor")
-@click.option("--fix", is_flag=True, help="Apply pending schema migrations.")
-@pass_app
-def doctor(app: App, fix: bool):
-    """Check the SQLite extension, the index schema, the embedder (and Ollama if configured) and OCR."""
-    results = [_check(name, fn) for name, fn in _checks(app, fix)]
-    for ok, name, detail in results:
-        mark = click.style("ok  ", fg="green") if ok else click.style("FAIL", fg="red")
-        click.echo(f"{mark} {name}: {detail}")
-    if not all(ok for ok, _, _ in results):
-        raise SystemExit(1)
-
-
-def _check(name: str, fn: Callable[[], str]) -> tuple[bool, str, str]:
-    try:
-        return True, name, fn()
-    except RagError as exc:
-        return False, name, str(exc)
-    except Exception as exc:  # a check must report, never crash the doctor
-        return False, name, f"{type(exc).__name__}: {exc}"
-
-
-def _checks(app: App, fix: bool) -> list[tuple[str, Callable[[], str]]]:
-    def sqlite() -> str:
-        conn = connect(":memory:")
-        sqlite_v, vec_v = versions(conn)
-        conn.execute("CREATE VIRTUAL TABLE t USING fts5(x)")
-        return f"SQLite {sqlite_v}, sqlite-vec {vec_v}, FTS5 available"
-
-    def config() -> str:
-        app.settings
-        where = app.paths.config if app.paths.config.exists() else "defaults (no config file)"
-        return f"{where}; embedder {app.settings.embedder.provider}"
-
-    def schema() -> str:
-        if not app.paths.db.exists():
-            return f"{app.paths.db} does not exist yet; it is created by the first index run"
-        conn = connect(app.paths.db)
-        todo = migrations.pending(conn)
-        if todo and fix:
-            migrations.migrate(conn)
-            return f"applied {', '.join(todo)}"
-        if todo:
-            raise RagError(f"{len(todo)} pending migrations ({', '.join(todo)}). Run `local-rag doctor --fix`.")
-        return f"{app.paths.db} at schema v{migrations.SCHEMA_VERSION}"
-
-    def embedder() -> str:
-        emb = app.embedder
-        if hasattr(emb, "ping"):
-            models = emb.ping()
-            if not any(m.split(":")[0] == emb.model.split(":")[0] for m in models):
-                raise RagError(f"Ollama runs but has no '{emb.model}'. Pull it: `ollama pull {emb.model}`.")
-        vec = emb.embed_query("local-rag doctor")
-        return f"{emb.id} loads and embeds ({len(vec)} dims)"
-
-    def match() -> str:
-        if not app.paths.db.exists():
-            return "no index yet"
-        conn = connect(app.paths.db)
-        if not migrations.applied(conn) or recorded_embedder(conn) is None:
-            return "index has no vectors yet"
-        check_embedder(conn, app.embedder.id, app.embedder.dimensions, str(app.paths.db))
-        return f"index built with {app.embedder.id}"
-
-    def ocr() -> str:
-        from rag_pipelines.parsers.ocr import status as ocr_status
-        from rag_pipelines.parsers.ocr.engines import OcrFailed
-
-        try:
-            return ocr_status.self_test()
-        except OcrFailed as exc:
-            raise RagError(f"OCR does not work: {exc}") from exc
-
-    return [("sqlite", sqlite), ("config", config), ("schema", schema), ("embedder", embedder),
-            ("index embedder", match), ("ocr", ocr)]
 
 
 @click.command("compact")

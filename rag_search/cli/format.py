@@ -12,6 +12,7 @@ from rag_search.records import iso_utc
 from rag_search.retrieval import SearchResult
 from rag_search.retrieval.snippets import MARK_CLOSE, MARK_OPEN
 
+STALE_LABELS = {"unchecked": "not checked: its source is not visible here"}  # others: "<mark> since indexed"
 _MARKED = re.compile(re.escape(MARK_OPEN) + r"(.+?)" + re.escape(MARK_CLOSE))
 
 
@@ -56,7 +57,8 @@ def render_hits(result: SearchResult, explain: bool = False) -> str:
         return "\n".join(lines)
     for n, hit in enumerate(result.hits, start=1):
         title = click.style(hit.title or hit.key, bold=True)
-        stale = click.style(f"  [{hit.stale} since indexed]", fg="red") if hit.stale else ""
+        stale = click.style(f"  [{STALE_LABELS.get(hit.stale, hit.stale + ' since indexed')}]",
+                            fg="yellow" if hit.stale == "unchecked" else "red") if hit.stale else ""
         lines.append(f"{n}. {title}  {click.style(hit.collection, fg='cyan')} · {hit.uri}#{hit.chunk_index}{stale}")
         where = []
         if hit.heading_path:

@@ -6,6 +6,7 @@ import click
 
 from rag_search import __version__
 from rag_search.cli import admin
+from rag_search.cli.doctor import doctor
 from rag_search.cli.context import RagGroup
 from rag_search.cli.search_cmd import search
 from rag_search.cli.serve_cmd import serve
@@ -14,9 +15,10 @@ from rag_search.cli.web_cmd import web
 
 
 class LocalRag(RagGroup):
-    """The top-level group: pipeline commands (`index`, `watch`, `ui`) load lazily, so search never imports Dagster."""
+    """The top-level group: pipeline commands (`index`, `watch`, `ui`, `record-index`) load lazily, so search never
+    imports Dagster."""
 
-    LAZY = ("index", "watch", "ui")
+    LAZY = ("index", "watch", "ui", "record-index")
 
     def list_commands(self, ctx):
         return sorted(set(super().list_commands(ctx)) | set(self.LAZY))
@@ -42,7 +44,7 @@ def cli():
 cli.add_command(search)
 cli.add_command(admin.collections)
 cli.add_command(admin.status)
-cli.add_command(admin.doctor)
+cli.add_command(doctor)
 cli.add_command(admin.reembed)
 cli.add_command(admin.compact)
 cli.add_command(admin.migrate_store)

@@ -6,6 +6,7 @@ import click
 
 from rag_search.cli.context import App, pass_app
 from rag_search.cli.format import echo_json
+from rag_search.config import users_path
 from rag_search.errors import ConfigError
 
 
@@ -42,7 +43,7 @@ def users_add(app: App, name: str, grants: tuple[str, ...], admin: bool, roots: 
                               f"`local-rag users grant {name} COLLECTION` more collections.")
         return entries | {name: entry}
 
-    change_users(app.paths.config, add)
+    change_users(users_path(app.paths.config, app.settings), add)
     click.echo(key)
     _explain(app, name, entry)
 
@@ -97,7 +98,8 @@ def users_list(app: App, as_json: bool):
 
     made = users.made(app.paths)
     rows = [{"name": n, "collections": e.get("collections", []), "added": made.get(n, []),
-             "admin": e.get("admin", False), "roots": e.get("roots", [])} for n, e in read_users(app.paths.config).items()]
+             "admin": e.get("admin", False), "roots": e.get("roots", [])} for n, e in
+            read_users(users_path(app.paths.config, app.settings)).items()]
     if as_json:
         echo_json(rows)
         return
@@ -115,16 +117,17 @@ def _change(app: App, name: str, change) -> dict | None:
     from rag_search.access.user_config import change_users
 
     done: list[dict | None] = []
+    where = users_path(app.paths.config, app.settings)
 
     def apply(entries: dict) -> dict:
         if name not in entries:
             known = ", ".join(entries) or "none yet"
-            raise ConfigError(f"No user '{name}' in {app.paths.config} (users: {known}). `local-rag users add {name}` "
+            raise ConfigError(f"No user '{name}' in {where} (users: {known}). `local-rag users add {name}` "
                               "adds one.")
         done.append(change(entries[name]))
         return {n: (done[0] if n == name else e) for n, e in entries.items() if n != name or done[0] is not None}
 
-    change_users(app.paths.config, apply)
+    change_users(where, apply)
     return done[0]
 
 

@@ -217,7 +217,7 @@ def build_server() -> MCPServer:
 
         Dates are the items' own (sent, event start, recorded). One hit per item (its best passage; also_matches
         names its other matching sections); chunks=true: one hit per passage. A hit whose source changed or was
-        deleted since indexing says stale.
+        deleted since indexing says stale (stale: unchecked when this server cannot see its source).
 
         Better recall: give searches (with or instead of query): your rephrasings, synonyms, translations into the
         notes' language, e.g. [{type: keyword, query: "kube-proxy rollback"}, {type: semantic, query: "..."}].

@@ -12,7 +12,10 @@ checked depends on what the index recorded about the item:
 - items of app databases and mail archives (eM Client, Apple Mail/mbox, iMessage, Slack, NetNewsWire, git
   commits, a Calibre book without a file): not checked (no mark); re-index to refresh them.
 
-A path that cannot be stat'ed for another reason (permissions, an unmounted disk) gets no mark.
+A file that is gone counts as deleted only where its source can be seen: the configured folder of its collection
+that holds it (or, for a collection config.yaml does not name, the file's own folder) must exist and hold something.
+Otherwise this process cannot check (a search server without the sources mounted, an unmounted disk): "unchecked",
+never "deleted". A path that cannot be stat'ed for another reason (permissions) gets no mark.
 """
 
 from __future__ import annotations
@@ -30,7 +33,8 @@ if TYPE_CHECKING:
 
 CHANGED = "changed"
 DELETED = "deleted"
-MARKS = (CHANGED, DELETED)
+UNCHECKED = "unchecked"  # its file is not there, nor the source folder it came from: this process cannot see it
+MARKS = (CHANGED, DELETED, UNCHECKED)
 # source types whose item lives in a file other than its uri: the file under the uri that is stat'ed
 STAT_INSIDE = {"recording": "meta.json"}
 # items that are one of many in their uri's file: only its disappearance is checked
@@ -38,21 +42,66 @@ CONTAINER_TYPES = ("event",)
 _FILE_STAMP = re.compile(r"(\d+):(\d+)(?::fresh)?")
 
 
-def stale_marks(store: Store, item_ids: list[int]) -> dict[int, str]:
-    """item id -> "changed" or "deleted", for the items among these whose source no longer matches the index."""
+def stale_marks(store: Store, item_ids: list[int], roots: SourceRoots | None = None) -> dict[int, str]:
+    """item id -> "changed", "deleted" or "unchecked", for the items among these whose source no longer matches the
+    index (or cannot be seen from here). `roots`: the collections' source folders (default: config.yaml's, read only
+    when a file is missing)."""
     if not item_ids:
         return {}
     with store.lock:
         rows = store.conn.execute(
-            "SELECT id, uri, source_type, size, mtime_ns, stamp FROM items WHERE id IN (SELECT value FROM json_each(?))",
+            "SELECT i.id, i.uri, i.source_type, i.size, i.mtime_ns, i.stamp, co.name FROM items i "
+            "JOIN collections co ON co.id = i.collection_id WHERE i.id IN (SELECT value FROM json_each(?))",
             (json.dumps(list(dict.fromkeys(item_ids))),)).fetchall()
+    roots = roots or SourceRoots()
     marks = {}
-    for item_id, uri, source_type, size, mtime_ns, stamp in rows:
+    for item_id, uri, source_type, size, mtime_ns, stamp, collection in rows:
         size, mtime_ns = file_stamp(stamp) or (size, mtime_ns)
         mark = file_mark(uri, source_type, size, mtime_ns)
+        if mark == DELETED and not roots.visible(collection, uri):
+            mark = UNCHECKED
         if mark:
             marks[item_id] = mark
     return marks
+
+
+class SourceRoots:
+    """Whether this process sees the source a file came from: the deepest configured source folder of its collection
+    holding the file exists and is not empty (an empty one is a mount point with nothing mounted); a file under no
+    configured folder needs its own folder to exist. Read from config.yaml and registry.yaml at the first question."""
+
+    def __init__(self, folders: dict[str, list[str]] | None = None):
+        self._folders, self._seen = folders, {}
+
+    def visible(self, collection: str, uri: str) -> bool:
+        root = self._root(collection, uri)
+        if root not in self._seen:
+            self._seen[root] = _holds_something(root) if root else False
+        return self._seen[root] if root else os.path.isdir(os.path.dirname(uri))
+
+    def _root(self, collection: str, uri: str) -> str | None:
+        folders = self.folders().get(collection, [])
+        inside = [f for f in folders if uri == f or uri.startswith(f.rstrip(os.sep) + os.sep)]
+        return max(inside, key=len) if inside else None
+
+    def folders(self) -> dict[str, list[str]]:
+        if self._folders is None:
+            from rag_search.collection_config import declared, source_paths
+            from rag_search.errors import RagError
+
+            try:
+                self._folders = {name: source_paths(entry) for name, entry in declared(with_disabled=True).items()}
+            except RagError:  # a config being edited: each file's own folder decides
+                self._folders = {}
+        return self._folders
+
+
+def _holds_something(folder: str) -> bool:
+    try:
+        with os.scandir(folder) as entries:
+            return next(entries, None) is not None
+    except OSError:
+        return False
 
 
 def file_stamp(stamp: str | None) -> tuple[int, int] | None:
@@ -80,17 +129,25 @@ def file_mark(uri: str, source_type: str, size: int | None, mtime_ns: int | None
 
 
 def mark_hits(store: Store, hits: list[Hit]) -> list[Hit]:
-    """The hits, each with its stale mark (Hit.stale) when its source changed or disappeared since indexing."""
+    """The hits, each with its stale mark (Hit.stale) when its source changed or disappeared since indexing, or cannot
+    be seen from here."""
     marks = stale_marks(store, [h.item_id for h in hits])
     return [replace(h, stale=marks[h.item_id]) if h.item_id in marks else h for h in hits]
 
 
 def stale_note(hits: list[Hit]) -> str | None:
-    """One sentence for an assistant when some hits are stale: what it means and how to refresh them."""
+    """One sentence for an assistant when some hits are stale or unchecked: what it means and what to do."""
     changed = sum(h.stale == CHANGED for h in hits)
     deleted = sum(h.stale == DELETED for h in hits)
-    if not changed and not deleted:
-        return None
-    parts = [f"{changed} hit(s) changed" if changed else "", f"{deleted} hit(s) deleted or moved" if deleted else ""]
-    return (f"{' and '.join(p for p in parts if p)} since indexed (stale: ...): their text is what was indexed, not "
-            "what is there now; do not quote a deleted one as current. Re-index the collection to refresh them.")
+    unchecked = sum(h.stale == UNCHECKED for h in hits)
+    notes = []
+    if changed or deleted:
+        parts = [f"{changed} hit(s) changed" if changed else "",
+                 f"{deleted} hit(s) deleted or moved" if deleted else ""]
+        notes.append(f"{' and '.join(p for p in parts if p)} since indexed (stale: ...): their text is what was "
+                     "indexed, not what is there now; do not quote a deleted one as current. Re-index the collection "
+                     "to refresh them.")
+    if unchecked:
+        notes.append(f"{unchecked} hit(s) could not be checked (stale: unchecked): this server cannot see the folder "
+                     "they were indexed from, so whether they changed since is unknown.")
+    return " ".join(notes) or None

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from rag_search.collection_config import declared
+from rag_search.config import dagster_runs_possible, load_settings, mask_password
 from rag_search.errors import RagError
 from rag_search.store import reads
 from rag_search.web.backend import Backend
@@ -105,20 +106,26 @@ def configured(backend: Backend) -> list[str]:
 
 
 def last_runs(backend: Backend, names: list[str]) -> tuple[dict[str, dict], str | None]:
-    """Each collection's newest Dagster run (running or ended), read from the instance at DAGSTER_HOME."""
+    """Each collection's newest Dagster run (running or ended), read through the Dagster instance config.yaml names
+    (SQLite at DAGSTER_HOME, or PostgreSQL)."""
     if not names:
         return {}, None
-    if not (backend.paths.dagster_home / "history" / "runs.db").exists():
-        return {}, f"No Dagster runs yet (the instance at {backend.paths.dagster_home} is empty)."
     try:
+        settings = load_settings(backend.paths.config).dagster
+        if not dagster_runs_possible(backend.paths, settings):
+            return {}, f"No Dagster runs yet (the instance at {backend.paths.dagster_home} is empty)."
         import dagster as dg
 
         from rag_pipelines.indexing.health import COLLECTION_TAG
         from rag_pipelines.wiring.instance import ensure_instance
 
-        ensure_instance(backend.paths)
+        ensure_instance(backend.paths, settings)
         with dg.DagsterInstance.get() as instance:
-            return {name: _run(instance, dg, COLLECTION_TAG, name) for name in names}, None
+            runs = {name: _run(instance, dg, COLLECTION_TAG, name) for name in names}
+            if any(runs.values()) or instance.get_run_records(limit=1):
+                return runs, None
+        where = mask_password(settings.storage) if settings.on_postgres else str(backend.paths.dagster_home)
+        return runs, f"No Dagster runs yet (the instance at {where} is empty)."
     except Exception as exc:  # noqa: BLE001 - the rest of the status view still shows
         return {}, f"The Dagster runs could not be read ({type(exc).__name__}: {exc}); see them with `local-rag ui`."
 
