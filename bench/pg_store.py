@@ -30,7 +30,7 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 
 import postgres_server  # noqa: E402
 from postgres_server import fresh_database, start_server, stop_server  # noqa: E402
-from query_latency import SyntheticQueryEmbedder, open_db, queries, real_embeddings, run  # noqa: E402
+from query_latency import OUT, SyntheticQueryEmbedder, open_db, queries, real_embeddings, run  # noqa: E402
 
 from rag_search.retrieval import Filters, SearchRequest  # noqa: E402
 from rag_search.retrieval.pg import vector as pg_vector  # noqa: E402
@@ -39,7 +39,6 @@ from rag_search.retrieval.filters import SqlFilter  # noqa: E402
 from rag_search.store import open_store  # noqa: E402
 from rag_search.store.pg.migrate import migrate_store  # noqa: E402
 
-OUT = HERE / "out"
 REUSE = False  # --reuse: keep complete copies made by an earlier run on the same --url
 CASES = [("hybrid", Filters()), ("keyword", Filters()), ("semantic", Filters()),
          ("hybrid", Filters(collections=("notes",))), ("hybrid", Filters(tags=("t7",))),

@@ -13,6 +13,7 @@ counted) and its vector is a real held-out embedding. Prints p50/p95 per mode an
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import zlib
 import time
@@ -25,7 +26,7 @@ from rag_search.embedders.builtin import BuiltinEmbedder
 from rag_search.retrieval import Filters, SearchEngine, SearchRequest
 from rag_search.store import Store
 
-OUT = Path(__file__).parent / "out"
+OUT = Path(os.environ.get("LOCAL_RAG_BENCH_OUT") or Path(__file__).parent / "out")  # where the built indexes live
 
 
 class SyntheticQueryEmbedder:

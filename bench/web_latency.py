@@ -24,14 +24,13 @@ import time
 from pathlib import Path
 
 import httpx
-from query_latency import SyntheticQueryEmbedder, open_db, percentiles
+from query_latency import OUT, SyntheticQueryEmbedder, open_db, percentiles
 from synthetic import queries, real_embeddings
 
 from rag_search.config import Paths
 from rag_search.retrieval import SearchEngine
 from rag_search.web import Backend, TokenGate, web_app
 
-OUT = Path(__file__).parent / "out"
 CHROMIUM = "/usr/bin/chromium"
 DEBOUNCE_MS = 120  # app.js DEBOUNCE_MS
 

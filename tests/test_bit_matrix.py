@@ -211,3 +211,40 @@ def test_with_the_bits_in_ram_only_small_scopes_are_searched_exactly(store, fake
         assert (exact.vector_plan, binary.vector_plan) == ("exact", "binary+rescore")
         got, want = [h.key for h in binary.hits], [h.key for h in exact.hits]
         assert got[0] == want[0] and len(set(got) & set(want)) >= 4, query  # bag-of-words vectors tie often
+
+
+@pytest.fixture
+def named(store, fake_embedder, monkeypatch):
+    """Items whose titles hold the query words: hybrid search scores their names (retrieval/titles.py) every query."""
+    from rag_search.retrieval import engine as engine_mod
+
+    monkeypatch.setattr(vector, "EXACT_SCOPE_LIMIT", 10)
+    monkeypatch.setattr(engine_mod, "RAM_EXACT_LIMIT", 10)
+    rng = random.Random(11)
+    for n in range(120):
+        text = " ".join(rng.choice(WORDS) for _ in range(4))  # each word in ~30 items: rare enough to search names
+        title = " ".join(rng.choice(WORDS) for _ in range(2))
+        add_doc(store, fake_embedder, ("notes", "mail")[n % 2], f"doc{n:03}.md", text, title=title)
+    return store
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "semantic", "keyword"])
+def test_a_server_engine_answers_every_search_from_ram_and_never_reloads(named, fake_embedder, mode):
+    """After warm-up, every search of a long-running engine takes its candidates from the bits in RAM, starts no
+    reload of them and writes nothing on the index's connection (a write there, even to a TEMP table, changes
+    total_changes: the matrix then looked stale, every hybrid query went back to sqlite-vec and re-read the bits)."""
+    ram = SearchEngine(named, fake_embedder, bits_in_ram=True)
+    assert ram.bit_matrix.wait(60)
+    used, loads = [], []
+    nearest, load = ram.bit_matrix.nearest, ram.bit_matrix._load
+    ram.bit_matrix.nearest = lambda *a, **kw: used.append(1) or nearest(*a, **kw)
+    ram.bit_matrix._load = lambda stamp: loads.append(stamp) or load(stamp)
+    queries = ["zebra quokka", "kube proxy router", "garden budget", "ferry harbour travel", "lentil bread"]
+    changes = named.conn.total_changes
+    for query in queries * 2:
+        result = ram.search(SearchRequest(query, mode=mode, filters=Filters(collections=("mail",)) if "e" in query
+                                          else Filters()))
+        assert result.hits, query
+        assert ram.bit_matrix.ready(), query
+    assert len(used) == (0 if mode == "keyword" else 2 * len(queries))
+    assert loads == [] and named.conn.total_changes == changes
