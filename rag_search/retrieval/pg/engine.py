@@ -37,8 +37,8 @@ class PgSearchEngine(SearchEngine):
     def _exact_items(self, terms, where: SqlFilter) -> dict[int, list[str]]:
         return pg_keyword.exact_items(self.store.conn, terms, where, self.settings.exact_max_items)
 
-    def _knn(self, qvec, filters: Filters, coll_ids, limit: int, scope: int,
-             eid: str | None = None) -> tuple[list[tuple[int, float]], bool]:
+    def _knn(self, qvec, filters: Filters, coll_ids, limit: int, scope: int, eid: str | None = None,
+             vectors: dict | None = None) -> tuple[list[tuple[int, float]], bool]:
         return pg_vector.knn(self.store.conn, qvec, limit, scope, coll_ids, build_where(filters.without_collections()))
 
     def _idf(self, query: str) -> dict[str, float]:
