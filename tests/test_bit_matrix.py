@@ -248,3 +248,32 @@ def test_a_server_engine_answers_every_search_from_ram_and_never_reloads(named, 
         assert ram.bit_matrix.ready(), query
     assert len(used) == (0 if mode == "keyword" else 2 * len(queries))
     assert loads == [] and named.conn.total_changes == changes
+
+
+def test_the_facts_held_with_the_bits_are_the_indexs(store, fake_embedder):
+    """Each chunk's item, cached vector and time as read with the bits answer what SQL answers: items, float
+    vectors, and which chunks pass date filters (undated ones included or not)."""
+    from rag_search.retrieval.filters import build_where, passing
+    from rag_search.store.vectors import fetch_vectors
+
+    rng = random.Random(3)
+    for n in range(90):
+        ts = None if n % 7 == 0 else 1_600_000_000 + n * 1000
+        add_doc(store, fake_embedder, ("notes", "mail")[n % 2], f"doc{n:03}.md",
+                " ".join(rng.choice(WORDS) for _ in range(8)), ts=ts)
+    ram = SearchEngine(store, fake_embedder, bits_in_ram=True)
+    assert ram.bit_matrix.wait(60)
+    ids = [r[0] for r in store.conn.execute("SELECT id FROM chunks")] + [10**9]  # and one that is not there
+    assert ram.bit_matrix.items_of(ids) == dict(store.conn.execute("SELECT id, item_id FROM chunks"))
+    rows = ram.bit_matrix.cache_rows(ids)
+    assert len(rows) == len(ids) - 1
+    by_row, by_join = fetch_vectors(store.conn, [], None, rows), fetch_vectors(store.conn, ids, fake_embedder.id)
+    assert by_row.keys() == by_join.keys() and all((by_row[c] == by_join[c]).all() for c in by_row)
+    for filters in (Filters(date_from=1_600_030_000), Filters(date_to=1_600_040_000, include_undated=False),
+                    Filters(date_from=1_600_010_000, date_to=1_600_050_000), Filters(include_undated=False),
+                    Filters(date_from=1_600_030_000, collections=("mail",))):
+        test = ram.bit_matrix.date_test(filters)
+        rest = build_where(filters.without_collections())
+        assert test.passing(ids) == passing(store.conn, ids, rest), filters
+        assert sorted(test.every().tolist()) == sorted(r[0] for r in store.conn.execute(rest.ids_query(), rest.params))
+    assert ram.bit_matrix.date_test(Filters(tags=("x",), date_from=1)) is None

@@ -70,11 +70,13 @@ class _Bits:
 
 @dataclass
 class _Facts:
-    """Per chunk (ascending id): its item and the rowid of its vector in embedding_cache (-1: not cached)."""
+    """Per chunk (ascending id): its item, the rowid of its vector in embedding_cache (-1: not cached), its time
+    (NaN: undated)."""
 
     ids: np.ndarray
     items: np.ndarray
     cache_rows: np.ndarray
+    ts: np.ndarray
 
     def lookup(self, chunk_ids) -> tuple[np.ndarray, np.ndarray]:
         """(positions in `chunk_ids` of the known chunks, their rows in these arrays)."""
@@ -84,6 +86,38 @@ class _Facts:
         pos = np.searchsorted(self.ids, wanted).clip(0, len(self.ids) - 1)
         known = np.flatnonzero(self.ids[pos] == wanted)
         return known, pos[known]
+
+
+@dataclass
+class DateTest:
+    """filters.build_where's date conditions on _Facts.ts (NaN: undated, failing every comparison as NULL does):
+    no read of the candidates' chunk rows (1,200 of 100k chunks: ~20 ms)."""
+
+    facts: _Facts
+    date_from: int | None
+    date_to: int | None
+    include_undated: bool
+
+    def _mask(self, ts: np.ndarray) -> np.ndarray:
+        ok = np.ones(len(ts), dtype=bool)
+        undated = np.isnan(ts) if self.include_undated else np.zeros(len(ts), dtype=bool)
+        with np.errstate(invalid="ignore"):
+            if self.date_from is not None:
+                ok &= undated | (ts >= self.date_from)
+            if self.date_to is not None:
+                ok &= undated | (ts <= self.date_to)
+        if self.date_from is None and self.date_to is None and not self.include_undated:
+            ok &= ~np.isnan(ts)
+        return ok
+
+    def passing(self, chunk_ids: list[int]) -> set[int]:
+        known, rows = self.facts.lookup(chunk_ids)
+        wanted = np.asarray(chunk_ids, dtype=np.int64)[known]
+        return set(wanted[self._mask(self.facts.ts[rows])].tolist())
+
+    def every(self) -> np.ndarray:
+        """The ids of every chunk that passes."""
+        return self.facts.ids[self._mask(self.facts.ts)]
 
 
 class BitMatrix:
@@ -99,9 +133,10 @@ class BitMatrix:
         conn = self.store.conn
         return conn.execute("PRAGMA data_version").fetchone()[0], conn.total_changes
 
-    def ready(self) -> bool:
-        """True when the matrix matches the database now; otherwise starts a (re)load and returns False."""
-        stamp = self.stamp()
+    def ready(self, stamp: tuple[int, int] | None = None) -> bool:
+        """True when the matrix matches the database now (`stamp`: its state, if the caller read it already);
+        otherwise starts a (re)load and returns False."""
+        stamp = stamp or self.stamp()
         if self._bits is not None and stamp == self._stamp:
             return True
         with self._lock:
@@ -162,6 +197,11 @@ class BitMatrix:
             picked, order = picked[best], order[best]
         return [(int(bits.ids[r]), int(dist[j])) for r, j in zip(picked, order)]
 
+    def centre_of(self) -> np.ndarray | None:
+        """The centre the matrix's signs were taken from (read with them)."""
+        assert self._bits is not None
+        return self._bits.centre
+
     def items_of(self, chunk_ids: list[int]) -> dict[int, int]:
         """chunk id -> item id of the given chunks the matrix knows (call only while ready())."""
         facts = self._facts
@@ -177,6 +217,15 @@ class BitMatrix:
         cache = facts.cache_rows[rows]
         has = cache >= 0
         return dict(zip(np.asarray(chunk_ids, dtype=np.int64)[known][has].tolist(), cache[has].tolist()))
+
+    def date_test(self, filters: Any) -> DateTest | None:
+        """A filter of dates only (collections aside), tested on the chunks' times in RAM; else None."""
+        plain = filters.without_collections()
+        if plain != type(plain)(date_from=plain.date_from, date_to=plain.date_to,
+                                include_undated=plain.include_undated) or plain.is_empty():
+            return None
+        assert self._facts is not None
+        return DateTest(self._facts, plain.date_from, plain.date_to, plain.include_undated)
 
     def _load(self, stamp: tuple[int, int]) -> None:
         from rag_search.store.connection import connect
@@ -214,11 +263,12 @@ def _read_facts(conn: Any) -> _Facts:
     marks = ",".join("?" * len(ids)) or "NULL"
     rows = conn.execute(
         f"SELECT c.id, c.item_id, coalesce((SELECT e.id FROM embedding_cache e WHERE e.embedder_id IN ({marks}) "
-        "AND e.text_hash = c.content_hash ORDER BY e.embedder_id DESC LIMIT 1), -1) FROM chunks c ORDER BY c.id",
+        "AND e.text_hash = c.content_hash ORDER BY e.embedder_id DESC LIMIT 1), -1), c.ts FROM chunks c ORDER BY c.id",
         ids).fetchall()
-    table = np.array(rows, dtype=np.int64).reshape(-1, 3)
+    table = np.array([r[:3] for r in rows], dtype=np.int64).reshape(-1, 3)
+    ts = np.array([np.nan if r[3] is None else r[3] for r in rows], dtype=np.float64)
     return _Facts(np.ascontiguousarray(table[:, 0]), np.ascontiguousarray(table[:, 1]),
-                  np.ascontiguousarray(table[:, 2]))
+                  np.ascontiguousarray(table[:, 2]), ts)
 
 
 def _smallest(dist: np.ndarray, k: int) -> np.ndarray:

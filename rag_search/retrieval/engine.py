@@ -100,6 +100,7 @@ class SearchEngine:
         self._df_cache_size = -1
         self._counts: dict[tuple[int, ...] | str, Any] = {}  # chunks per scope, "items", "embedder"
         self._ram: bool | None = None  # during retrieve: whether the bits in RAM are current
+        self._now: tuple[int, int] | None = None  # during retrieve: the index's state (_stamp)
         self._counts_stamp: tuple[int, int] | None = None
 
     @property
@@ -124,23 +125,31 @@ class SearchEngine:
             raise QueryError(f"top_k must be between 1 and {MAX_TOP_K} (got {top_k}).")
         result = SearchResult([], request)
         with self.store.lock:
-            got = self.retrieve(request, result)
-            if got is None:
-                return result
-            t0 = time.perf_counter()
-            terms = keyword.parse_terms(request.query)
-            pattern = term_pattern([w for t in terms for w in t.text.split()])
-            if request.chunks:
-                fused = fuse_chunks(got.chunk_rankings, got.item_rankings, got.item_of, self.weights,
-                                    self.settings.rrf_k)[:top_k]
-                result.hits = self._chunk_hits(fused, got, pattern)
-            else:
-                items = self.fuse(got, result)
-                items = keep_pinned_first(self._rerank(request, items, got, result), got)[:top_k]
-                self._choose_chunks(items, terms, request.filters, result)
-                result.hits = self._item_hits(items, pattern)
-            result.timings_ms["fuse_and_fetch"] = round(_ms(t0) - result.timings_ms.get("rerank", 0.0), 2)
+            self._now = None
+            self._now = self._stamp()  # a search writes nothing: the index's state is read once
+            try:
+                self._answer(request, top_k, result)
+            finally:
+                self._now = None
         return result
+
+    def _answer(self, request: SearchRequest, top_k: int, result: SearchResult) -> None:
+        got = self.retrieve(request, result)
+        if got is None:
+            return
+        t0 = time.perf_counter()
+        terms = keyword.parse_terms(request.query)
+        pattern = term_pattern([w for t in terms for w in t.text.split()])
+        if request.chunks:
+            fused = fuse_chunks(got.chunk_rankings, got.item_rankings, got.item_of, self.weights,
+                                self.settings.rrf_k)[:top_k]
+            result.hits = self._chunk_hits(fused, got, pattern)
+        else:
+            items = self.fuse(got, result)
+            items = keep_pinned_first(self._rerank(request, items, got, result), got)[:top_k]
+            self._choose_chunks(items, terms, request.filters, result)
+            result.hits = self._item_hits(items, pattern)
+        result.timings_ms["fuse_and_fetch"] = round(_ms(t0) - result.timings_ms.get("rerank", 0.0), 2)
 
     # -- retrieve -----------------------------------------------------------------------------
 
@@ -154,7 +163,7 @@ class SearchEngine:
             return None
         got = Retrieved()
         terms = keyword.parse_terms(request.query)
-        self._ram = self.bit_matrix is not None and self.bit_matrix.ready()  # the bits in RAM serve this query
+        self._ram = self.bit_matrix is not None and self.bit_matrix.ready(self._now)  # the bits in RAM serve it
         try:
             vector_side = request.mode == "semantic" or (request.mode == "hybrid" and self._reads(request.query, result))
             qvec = self._query_vector(request) if vector_side else None  # embedded beside the keyword side
@@ -224,6 +233,8 @@ class SearchEngine:
 
     def _stamp(self) -> tuple[int, int]:
         """Changes whenever the index does (commits by other connections, and this connection's own writes)."""
+        if self._now is not None:  # read at the start of this search
+            return self._now
         conn = self.store.conn
         return conn.execute("PRAGMA data_version").fetchone()[0], conn.total_changes
 
@@ -289,7 +300,9 @@ class SearchEngine:
                 got: Retrieved) -> None:
         """The nearest chunks, widened until they cover `limit` distinct items (or the scope runs out)."""
         recorded = self._recorded()
-        check_embedder(self.store.conn, self.embedder.id, self.embedder.dimensions, self.store.path)
+        if "checked" not in self._counts:  # once per index state; a mismatch raises every time
+            check_embedder(self.store.conn, self.embedder.id, self.embedder.dimensions, self.store.path)
+            self._counts["checked"] = True
         t0 = time.perf_counter()
         qvec = got.query_vector = pending.get()
         result.timings_ms["embed_query"] = pending.ms  # the model's time; in hybrid it ran beside the keyword side
@@ -324,7 +337,7 @@ class SearchEngine:
         vplan = vector.plan(qvec, limit, scope, coll_ids, NO_FILTER, overfetch=1 if rest.empty else OVERFETCH,
                             exact_limit=min(RAM_EXACT_LIMIT, vector.EXACT_SCOPE_LIMIT) if in_ram else None)
         if not vplan.exact and in_ram:
-            return self._knn_bits(qvec, rest, coll_ids, limit, vplan.k, eid, scope, vectors), False
+            return self._knn_bits(qvec, rest, coll_ids, limit, vplan.k, eid, scope, vectors, filters), False
         rows = vector.run(conn, qvec, vplan, vplan.k if not rest.empty else limit, eid)
         if not rest.empty:
             ok = passing(conn, [cid for cid, _ in rows], rest)
@@ -344,15 +357,17 @@ class SearchEngine:
         return rows[:limit], vplan.exact
 
     def _knn_bits(self, qvec, rest: SqlFilter, coll_ids, limit: int, k: int, eid: str | None,
-                  scope: int, vectors: dict | None = None) -> list[tuple[int, float]]:
+                  scope: int, vectors: dict | None = None, filters: Filters | None = None) -> list[tuple[int, float]]:
         """Binary candidates from the sign bits in RAM (any k costs the same), rescored. A filter is tried on the
-        unfiltered nearest first; when too few of those pass (a selective filter), on the filter's own chunks."""
+        unfiltered nearest first; when too few of those pass (a selective filter), on the filter's own chunks.
+        A filter of dates only is tested on the chunks' times held with the bits."""
         conn, bits = self.store.conn, self.bit_matrix
+        dates = bits.date_test(filters) if filters is not None else None
 
         def rescore(rows: list) -> list[tuple[int, float]]:  # float vectors read by their cache rows
             return vector.rescore(conn, qvec, rows, limit, eid, bits.cache_rows([c for c, _ in rows]), vectors)
 
-        qbits = vector.query_bits(conn, qvec)
+        qbits = vector.query_bits(conn, qvec, bits.centre_of())
         if scope >= RAM_RESCORE_WIDE_FROM:
             k *= RAM_RESCORE_FACTOR
         if rest.empty:
@@ -364,14 +379,16 @@ class SearchEngine:
         wide = k * OVERFETCH
         for _ in range(2):
             near = bits.nearest(qbits, wide, coll_ids, query=qvec)
-            ok = passing(conn, [cid for cid, _ in near], rest)
+            ids = [cid for cid, _ in near]
+            ok = dates.passing(ids) if dates else passing(conn, ids, rest)
             kept = [r for r in near if r[0] in ok]
             if len(kept) >= k or len(near) < wide:
                 return rescore(kept[:k])
             if len(kept) < MIN_PASS_RATE * len(near):
                 break
             wide = min(int(wide * k / max(len(kept), 1) * 1.5), 50 * k)  # a fair share passes: look further
-        ids = np.fromiter((r[0] for r in conn.execute(rest.ids_query(), rest.params)), dtype=np.int64)
+        ids = dates.every() if dates else np.fromiter((r[0] for r in conn.execute(rest.ids_query(), rest.params)),
+                                                      dtype=np.int64)
         return rescore(bits.nearest(qbits, k, coll_ids, chunk_ids=ids, query=qvec))
 
     # -- rerank, chunks, hits -----------------------------------------------------------------
@@ -398,7 +415,7 @@ class SearchEngine:
     def _read_vectors(self, chunk_ids: list[int], got: Retrieved) -> None:
         """The float vectors the reranker compares (read by cache row with the bits in RAM) beside those rescored."""
         missing = [c for c in dict.fromkeys(chunk_ids) if c not in got.vectors]
-        if self.bit_matrix is None or got.query_vector is None or not missing or not self.bit_matrix.ready():
+        if self.bit_matrix is None or got.query_vector is None or not missing or not self.bit_matrix.ready(self._now):
             return
         got.vectors.update(fetch_vectors(self.store.conn, [], None, self.bit_matrix.cache_rows(missing)))
 

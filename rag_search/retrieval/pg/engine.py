@@ -20,6 +20,8 @@ class PgSearchEngine(SearchEngine):
         super().__init__(store, embedder, settings, reranker, bits_in_ram=False)
 
     def _stamp(self) -> tuple[int, int]:
+        if self._now is not None:  # read at the start of this search
+            return self._now
         return self.store.generation(), 0
 
     def _keyword(self, terms, filters, coll_ids, limit: int, result: SearchResult, got) -> None:
