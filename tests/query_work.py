@@ -52,16 +52,20 @@ def counting(engine) -> Iterator[Work]:
         return 0
 
     changes = conn.total_changes
-    conn.set_trace_callback(trace)
-    conn.set_progress_handler(step, STEP)
+    split = getattr(engine, "split", None)
+    conns = [conn] + ([split.connection] if split is not None and split.connection is not None else [])
+    for c in conns:  # the index's connection, and a server's second one (retrieval/fts_parts.py)
+        c.set_trace_callback(trace)
+        c.set_progress_handler(step, STEP)
     undo = [_wrap(engine.embedder, "embed_query", work, "embeds")]
     if engine.bit_matrix is not None:
         undo.append(_wrap(engine.bit_matrix, "_load", work, "reloads"))
     try:
         yield work
     finally:
-        conn.set_trace_callback(None)
-        conn.set_progress_handler(None, STEP)
+        for c in conns:
+            c.set_trace_callback(None)
+            c.set_progress_handler(None, STEP)
         for restore in undo:
             restore()
         work.writes = conn.total_changes - changes

@@ -45,14 +45,15 @@ QUERIES = ("zebra quokka invoice", "the budget report for the project", "Harbour
 # statements the engine runs, statements SQLite runs inside them (rows read), thousands of VM steps
 BUDGETS = {
     "hybrid": {"statements": 60, "internal": 2410, "steps": 55},
-    "keyword": {"statements": 32, "internal": 3233, "steps": 56},
+    # keyword-only rankings of common words run in two rowid halves at once (fts_parts.py): + 2 statements each
+    "keyword": {"statements": 46, "internal": 3740, "steps": 68},
     "semantic": {"statements": 16, "internal": 0, "steps": 16},
     "hybrid collection": {"statements": 57, "internal": 1850, "steps": 53},
     "hybrid tag": {"statements": 57, "internal": 1734, "steps": 58},
     "hybrid date_from": {"statements": 53, "internal": 1921, "steps": 86},
     "hybrid metadata": {"statements": 62, "internal": 1999, "steps": 85},
     "hybrid person": {"statements": 57, "internal": 1808, "steps": 328},  # LIKE over every participant, per statement
-    "keyword tag": {"statements": 33, "internal": 1739, "steps": 62},
+    "keyword tag": {"statements": 47, "internal": 2108, "steps": 74},
     "semantic date_from": {"statements": 16, "internal": 0, "steps": 11},
 }
 SLACK = {"statements": 1.25, "internal": 1.25, "steps": 1.5}  # a case fails past its budget x this (statements: + 2)
