@@ -52,9 +52,9 @@ def counting(engine) -> Iterator[Work]:
         return 0
 
     changes = conn.total_changes
-    split = getattr(engine, "split", None)
-    conns = [conn] + ([split.connection] if split is not None and split.connection is not None else [])
-    for c in conns:  # the index's connection, and a server's second one (retrieval/fts_parts.py)
+    second = getattr(engine, "second", None)
+    conns = [conn] + ([second.connection] if second is not None and second.connection is not None else [])
+    for c in conns:  # the index's connection, and a server's second one (retrieval/parallel.py)
         c.set_trace_callback(trace)
         c.set_progress_handler(step, STEP)
     undo = [_wrap(engine.embedder, "embed_query", work, "embeds")]

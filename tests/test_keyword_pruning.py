@@ -152,15 +152,15 @@ def test_a_ranking_in_two_halves_at_once_equals_the_whole_statement(store, fake_
     """SplitRanker (a server's keyword-only rankings of very common words) returns exactly the statement's rows:
     the same ids, scores and order, ties included, filtered or not, for chunks and items."""
     from rag_search.retrieval.filters import Filters, build_where
-    from rag_search.retrieval.fts_parts import SplitRanker
+    from rag_search.retrieval.parallel import SecondConnection, SplitRanker
 
     for n in range(80):
         words = ["alpha"] * (1 + n % 3) + (["beta"] if n % 2 else []) + ["filler"] * (n % 4)
         add_doc(store, fake_embedder, ("notes", "mail")[n % 2], f"n{n:02}.md", " ".join(words), tags=(f"t{n % 3}",))
-    split = SplitRanker(store)
+    split = SplitRanker(SecondConnection(store))
     for where in (EVERY, build_where(Filters(tags=("t1",)))):
         for table, limit in ((keyword.CHUNKS, 30), (keyword.ITEMS, 12), (keyword.CHUNKS, 500)):
             for expression in ('"alpha"', '"alpha" OR "beta"', '"alpha" AND "beta"', '"nothing"'):
                 whole = store.conn.execute(keyword.keyword_sql(where, table), (expression, *where.params, limit))
                 assert split(table, where, expression, limit) == whole.fetchall(), (table, expression, where)
-    assert split.connection is not None and not split.failed
+    assert split.second.connection is not None and not split.second.failed

@@ -45,7 +45,7 @@ QUERIES = ("zebra quokka invoice", "the budget report for the project", "Harbour
 # statements the engine runs, statements SQLite runs inside them (rows read), thousands of VM steps
 BUDGETS = {
     "hybrid": {"statements": 60, "internal": 2410, "steps": 55},
-    # keyword-only rankings of common words run in two rowid halves at once (fts_parts.py): + 2 statements each
+    # keyword-only rankings of common words run in two rowid halves at once (parallel.py): + 2 statements each
     "keyword": {"statements": 46, "internal": 3740, "steps": 68},
     "semantic": {"statements": 16, "internal": 0, "steps": 16},
     "hybrid collection": {"statements": 57, "internal": 1850, "steps": 53},

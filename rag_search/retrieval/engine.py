@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import time
+from concurrent.futures import wait
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -24,7 +25,7 @@ from rag_search.retrieval import keyword, titles, vector
 from rag_search.retrieval.bit_matrix import BitMatrix
 from rag_search.retrieval.filters import Filters, SqlFilter, build_where, passing
 from rag_search.retrieval.fusion import FusedItem, Fused, Retrieved, fuse_chunks, fuse_items, item_ranking
-from rag_search.retrieval.fts_parts import SplitRanker
+from rag_search.retrieval.parallel import SecondConnection, SplitRanker
 from rag_search.retrieval.query_vector import QueryVector
 from rag_search.retrieval.rerank import (Candidate, FeatureReranker, Reranker, apply_rerank, load_reranker,
                                          query_idf)
@@ -94,7 +95,9 @@ class SearchEngine:
         """bits_in_ram: keep every vector's sign bits in RAM for candidate generation (long-running servers)."""
         self.store = store
         self.bit_matrix = BitMatrix(store) if bits_in_ram else None
-        self.split = SplitRanker(store) if bits_in_ram else None  # large keyword-only rankings in two halves
+        self.second = SecondConnection(store) if bits_in_ram else None  # work beside the index's connection
+        self.split = SplitRanker(self.second) if bits_in_ram else None  # large keyword-only rankings in two halves
+        self._vconn = None  # the vector side's connection while it runs beside the keyword side
         self.embedder = embedder
         self.settings = settings or SearchSettings()
         self.reranker = reranker if reranker is not None else load_reranker(self.settings)
@@ -169,9 +172,19 @@ class SearchEngine:
         try:
             vector_side = request.mode == "semantic" or (request.mode == "hybrid" and self._reads(request.query, result))
             qvec = self._query_vector(request) if vector_side else None  # embedded beside the keyword side
-            if request.mode in ("hybrid", "keyword"):
-                self._keyword(terms, request.filters, coll_ids, limit, result, got)
-            if qvec is not None:
+            beside = None
+            if qvec is not None and request.mode == "hybrid" and self._ram and self.second.available():
+                self._checked()  # the vector side's SQL goes to the second connection, beside the keyword side's
+                beside = self.second.submit(self._vector_beside, qvec, request.filters, coll_ids, limit, result, got)
+            try:
+                if request.mode in ("hybrid", "keyword"):
+                    self._keyword(terms, request.filters, coll_ids, limit, result, got)
+            finally:
+                if beside is not None:
+                    wait([beside])  # done before anything else touches the engine, whatever the keyword side did
+            if beside is not None:
+                beside.result()
+            elif qvec is not None:
                 self._vector(qvec, request.filters, coll_ids, limit, result, got)
             got.item_of = self._items_of([c for ids in got.chunk_rankings.values() for c in ids])
         finally:
@@ -179,6 +192,19 @@ class SearchEngine:
         for name, ids in got.chunk_rankings.items():
             got.item_rankings[name] = item_ranking(ids, got.item_of)[:limit]
         return got
+
+    def _vector_beside(self, conn, *args) -> None:
+        self._vconn = conn
+        try:
+            self._vector(*args)
+        finally:
+            self._vconn = None
+
+    def _checked(self) -> None:
+        """The configured embedder is the index's (checked once per index state; a mismatch raises every time)."""
+        if "checked" not in self._counts:
+            check_embedder(self.store.conn, self.embedder.id, self.embedder.dimensions, self.store.path)
+            self._counts["checked"] = True
 
     def _query_vector(self, request: SearchRequest) -> QueryVector | None:
         """The query's vector, being embedded (None: no vector side: no embedder, or nothing embedded yet)."""
@@ -303,9 +329,7 @@ class SearchEngine:
                 got: Retrieved) -> None:
         """The nearest chunks, widened until they cover `limit` distinct items (or the scope runs out)."""
         recorded = self._recorded()
-        if "checked" not in self._counts:  # once per index state; a mismatch raises every time
-            check_embedder(self.store.conn, self.embedder.id, self.embedder.dimensions, self.store.path)
-            self._counts["checked"] = True
+        self._checked()
         t0 = time.perf_counter()
         qvec = got.query_vector = pending.get()
         result.timings_ms["embed_query"] = pending.ms  # the model's time; in hybrid it ran beside the keyword side
@@ -334,7 +358,7 @@ class SearchEngine:
 
         eid: the embedder id the index records (its embedding cache holds the float vectors for rescoring);
         vectors: where the float vectors read for rescoring are kept (the reranker reads some of them again)."""
-        conn = self.store.conn
+        conn = self._vconn or self.store.conn
         rest = build_where(filters.without_collections())
         in_ram = self._ram if self._ram is not None else self.bit_matrix is not None and self.bit_matrix.ready()
         vplan = vector.plan(qvec, limit, scope, coll_ids, NO_FILTER, overfetch=1 if rest.empty else OVERFETCH,
@@ -364,7 +388,7 @@ class SearchEngine:
         """Binary candidates from the sign bits in RAM (any k costs the same), rescored. A filter is tried on the
         unfiltered nearest first; when too few of those pass (a selective filter), on the filter's own chunks.
         A filter of dates only is tested on the chunks' times held with the bits."""
-        conn, bits = self.store.conn, self.bit_matrix
+        conn, bits = self._vconn or self.store.conn, self.bit_matrix
         dates = bits.date_test(filters) if filters is not None else None
 
         def rescore(rows: list) -> list[tuple[int, float]]:  # float vectors read by their cache rows

@@ -164,5 +164,8 @@ def _by_cache_row(conn: Any, cache_rows: dict[int, int]) -> dict[int, np.ndarray
     for chunk, row in cache_rows.items():  # chunks of equal text share a cached vector
         chunks_of.setdefault(row, []).append(chunk)
     rows = conn.execute("SELECT id, vector FROM embedding_cache WHERE id IN (SELECT value FROM json_each(?))",
-                        (json.dumps(list(chunks_of)),))
-    return {chunk: from_blob(v) for row, v in rows for chunk in chunks_of[row]}
+                        (json.dumps(list(chunks_of)),)).fetchall()
+    if not rows:
+        return {}
+    matrix = np.frombuffer(b"".join(v for _, v in rows), dtype=np.float32).reshape(len(rows), -1)  # one decode
+    return {chunk: matrix[n] for n, (row, _) in enumerate(rows) for chunk in chunks_of[row]}
