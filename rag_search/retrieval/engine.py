@@ -9,6 +9,7 @@ fused top N (if configured) → hydrate the top k.
 from __future__ import annotations
 
 import json
+import threading
 import time
 from concurrent.futures import wait
 from dataclasses import dataclass, field
@@ -97,7 +98,7 @@ class SearchEngine:
         self.bit_matrix = BitMatrix(store) if bits_in_ram else None
         self.second = SecondConnection(store) if bits_in_ram else None  # work beside the index's connection
         self.split = SplitRanker(self.second) if bits_in_ram else None  # large keyword-only rankings in two halves
-        self._vconn = None  # the vector side's connection while it runs beside the keyword side
+        self._beside = threading.local()  # .conn: the connection of work running beside the keyword side
         self.embedder = embedder
         self.settings = settings or SearchSettings()
         self.reranker = reranker if reranker is not None else load_reranker(self.settings)
@@ -173,7 +174,7 @@ class SearchEngine:
             vector_side = request.mode == "semantic" or (request.mode == "hybrid" and self._reads(request.query, result))
             qvec = self._query_vector(request) if vector_side else None  # embedded beside the keyword side
             beside = None
-            if qvec is not None and request.mode == "hybrid" and self._ram and self.second.available():
+            if qvec is not None and request.mode == "hybrid" and self._beside_ok():
                 self._checked()  # the vector side's SQL goes to the second connection, beside the keyword side's
                 beside = self.second.submit(self._vector_beside, qvec, request.filters, coll_ids, limit, result, got)
             try:
@@ -193,12 +194,21 @@ class SearchEngine:
             got.item_rankings[name] = item_ranking(ids, got.item_of)[:limit]
         return got
 
+    def _beside_ok(self) -> bool:
+        """The vector side may run on the second connection (a server's, once its bits are in RAM)."""
+        return self.second is not None and bool(self._ram) and self.second.available()
+
     def _vector_beside(self, conn, *args) -> None:
-        self._vconn = conn
+        self._beside.conn = conn
         try:
             self._vector(*args)
         finally:
-            self._vconn = None
+            self._beside.conn = None
+
+    @property
+    def _vconn(self):
+        """The connection this thread's vector-side statements go to."""
+        return getattr(self._beside, "conn", None) or self.store.conn
 
     def _checked(self) -> None:
         """The configured embedder is the index's (checked once per index state; a mismatch raises every time)."""
@@ -278,7 +288,7 @@ class SearchEngine:
             return {}
         if self._ram:
             return self.bit_matrix.items_of(list(set(chunk_ids)))
-        rows = self.store.conn.execute("SELECT id, item_id FROM chunks WHERE id IN (SELECT value FROM json_each(?))",
+        rows = self._vconn.execute("SELECT id, item_id FROM chunks WHERE id IN (SELECT value FROM json_each(?))",
                                        (json.dumps(list(set(chunk_ids))),))
         return dict(rows.fetchall())
 
@@ -290,11 +300,12 @@ class SearchEngine:
             self._df_cache, self._df_cache_size = {}, n_chunks
         where = build_where(filters, coll_ids)
         hybrid = result.request.mode == "hybrid"
+        n_items = self._items_count()
+        beside = self._items_beside(terms, where, limit, n_items, hybrid)
         run = self._keyword_chunks(terms, where, limit * CHUNK_DEPTH, n_chunks, hybrid)
         result.keyword_expression, result.keyword_dropped, result.keyword_rare = run.expression, run.dropped, run.rare
         got.chunk_rankings["keyword_chunks"] = run.ids
-        n_items = self._items_count()
-        items = self._keyword_items(terms, where, limit, n_items, hybrid)
+        items = beside.result() if beside is not None else self._keyword_items(terms, where, limit, n_items, hybrid)
         got.item_rankings["keyword"] = items.ids
         got.item_bm25 = dict(zip(items.ids, items.scores))
         if self.settings.exact_max_items and hybrid:  # keyword mode: BM25 already puts rare terms first
@@ -316,6 +327,11 @@ class SearchEngine:
                              split=None if hybrid else self.split)
         run.ids = run.ids[:limit]
         return run
+
+    def _items_beside(self, terms, where: SqlFilter, limit: int, n_items: int, hybrid: bool):
+        """The whole-item ranking started on the second connection (a Future), or None: it runs after the chunks'.
+        rag.db ranks a keyword-only search's large rankings in halves instead (SplitRanker)."""
+        return None
 
     def _keyword_items(self, terms, where: SqlFilter, limit: int, n_items: int, hybrid: bool) -> keyword.KeywordRun:
         """Items by BM25 over their whole text (items_fts)."""
@@ -358,7 +374,7 @@ class SearchEngine:
 
         eid: the embedder id the index records (its embedding cache holds the float vectors for rescoring);
         vectors: where the float vectors read for rescoring are kept (the reranker reads some of them again)."""
-        conn = self._vconn or self.store.conn
+        conn = self._vconn
         rest = build_where(filters.without_collections())
         in_ram = self._ram if self._ram is not None else self.bit_matrix is not None and self.bit_matrix.ready()
         vplan = vector.plan(qvec, limit, scope, coll_ids, NO_FILTER, overfetch=1 if rest.empty else OVERFETCH,
@@ -388,7 +404,7 @@ class SearchEngine:
         """Binary candidates from the sign bits in RAM (any k costs the same), rescored. A filter is tried on the
         unfiltered nearest first; when too few of those pass (a selective filter), on the filter's own chunks.
         A filter of dates only is tested on the chunks' times held with the bits."""
-        conn, bits = self._vconn or self.store.conn, self.bit_matrix
+        conn, bits = self._vconn, self.bit_matrix
         dates = bits.date_test(filters) if filters is not None else None
 
         def rescore(rows: list) -> list[tuple[int, float]]:  # float vectors read by their cache rows

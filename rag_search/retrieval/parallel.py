@@ -5,8 +5,9 @@ connection within one search (SQLite lets go of the GIL while a statement runs, 
   scores every row an expression matches (~1.5 us a row: a word in half of 100k chunks is ~50k rows, 60-70 ms on
   one core); the best `limit` of both halves by (score, rowid) are exactly the whole statement's rows, since BM25's
   statistics (rows, average length, each phrase's row count) are the whole table's in either half.
-- The engine's hybrid search runs its vector side (sign bits, rescoring) here while its keyword side runs on the
-  index's connection (engine.retrieve).
+- The engine's hybrid search runs its vector side (sign bits, rescoring; pgvector on PostgreSQL) here while its
+  keyword side runs on the index's connection (engine.retrieve); on PostgreSQL a keyword-only search ranks whole
+  items here while chunks are ranked there (pg/engine.py).
 """
 
 from __future__ import annotations
@@ -34,10 +35,8 @@ class SecondConnection:
 
     def available(self) -> bool:
         if self.connection is None and not self.failed:
-            from rag_search.store.connection import connect
-
             try:
-                self.connection = connect(self.store.path, readonly=True)
+                self.connection = _open(self.store)
             except Exception:
                 self.failed = True
                 return False
@@ -67,6 +66,18 @@ class SplitRanker:
                                    .fetchall())
         lower = main.execute(sql, (expression, -1, mid, *where.params, limit)).fetchall()
         return sorted(lower + upper.result(), key=lambda r: (r[1], r[0]))[:limit]
+
+
+def _open(store: Any) -> Any:
+    if store.postgres:
+        from rag_search.store.pg.connection import PgConnection
+
+        conn = PgConnection.connect(store.url)
+        conn.register_vector()
+        return conn
+    from rag_search.store.connection import connect
+
+    return connect(store.path, readonly=True)
 
 
 def _close(conn: Any, pool: ThreadPoolExecutor) -> None:
