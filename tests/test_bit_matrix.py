@@ -277,3 +277,22 @@ def test_the_facts_held_with_the_bits_are_the_indexs(store, fake_embedder):
         assert test.passing(ids) == passing(store.conn, ids, rest), filters
         assert sorted(test.every().tolist()) == sorted(r[0] for r in store.conn.execute(rest.ids_query(), rest.params))
     assert ram.bit_matrix.date_test(Filters(tags=("x",), date_from=1)) is None
+
+
+def test_distances_in_blocks_and_halves_equal_the_plain_count(monkeypatch):
+    """The blocked, two-halves Hamming distances equal XOR + popcount of every word, for any number of words."""
+    import numpy as np
+
+    from rag_search.retrieval import bit_matrix as bm
+
+    monkeypatch.setattr(bm, "BLOCK", 1000)
+    monkeypatch.setattr(bm, "PARALLEL_ROWS", 5000)
+    rng = np.random.default_rng(7)
+    for words, n in ((6, 12_345), (16, 7_001), (1, 300), (2, 5_000)):
+        cols = rng.integers(0, 2**63, size=(words, n), dtype=np.uint64) | rng.integers(0, 2, size=(words, n),
+                                                                                       dtype=np.uint64) << 63
+        bits = bm._Bits(np.arange(n), np.ascontiguousarray(cols), {}, np.arange(n), np.arange(n))
+        q = rng.integers(0, 2**63, size=words, dtype=np.uint64)
+        want = sum(np.bitwise_count(cols[j] ^ q[j]).astype(np.uint16) for j in range(words))
+        for rows in (slice(0, n), slice(n // 3, n), np.arange(0, n, 7)):
+            assert np.array_equal(bits.distances(q, rows), want[rows]), (words, n, rows)
