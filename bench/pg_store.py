@@ -15,7 +15,6 @@ builds the rag.db once (~6 GB, 20-50 min), migrate-store copies it (~30 min); th
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import sys
 import tempfile
@@ -30,7 +29,8 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 
 import postgres_server  # noqa: E402
 from postgres_server import fresh_database, start_server, stop_server  # noqa: E402
-from query_latency import SyntheticQueryEmbedder, open_db, queries, real_embeddings, run  # noqa: E402
+from query_latency import (OUT, SyntheticQueryEmbedder, describe, load, open_db, queries,  # noqa: E402
+                           real_embeddings, run)
 
 from rag_search.retrieval import Filters, SearchRequest  # noqa: E402
 from rag_search.retrieval.pg import vector as pg_vector  # noqa: E402
@@ -39,7 +39,6 @@ from rag_search.retrieval.filters import SqlFilter  # noqa: E402
 from rag_search.store import open_store  # noqa: E402
 from rag_search.store.pg.migrate import migrate_store  # noqa: E402
 
-OUT = HERE / "out"
 REUSE = False  # --reuse: keep complete copies made by an earlier run on the same --url
 CASES = [("hybrid", Filters()), ("keyword", Filters()), ("semantic", Filters()),
          ("hybrid", Filters(collections=("notes",))), ("hybrid", Filters(tags=("t7",))),
@@ -98,18 +97,16 @@ def latency(url: str, sizes: list[int], n_queries: int, repeats: int) -> None:
         for engine in engines.values():
             for q in qs[:20]:
                 engine.search(SearchRequest(q))
+        stages = []
         for mode, filters in CASES:
             row = [run(engine, qs, mode, filters, repeats) for engine in engines.values()]
-            what = ", ".join(f"{k}={v}" for k, v in filters.__dict__.items() if v not in ((), None, {}, True))
-            print(f"| {mode} {what or 'no filter'} | " + " | ".join(f"{p50:.1f} ms | {p95:.1f} ms" for p50, p95 in row)
+            print(f"| {describe(mode, filters)} | " + " | ".join(f"{t.p50:.1f} ms | {t.p95:.1f} ms" for t in row)
                   + " |", flush=True)
-        print(load())
+            stages.append(f"  {describe(mode, filters):<36} rag.db: {row[0].stage_line()}\n{'':38} postgres: "
+                          f"{row[1].stage_line()}")
+        print(f"per stage p50/p95 ms (SearchResult.timings_ms); {load()}\n" + "\n".join(stages), flush=True)
         sqlite.close()
         pg.close()
-
-
-def load() -> str:
-    return "load average " + " ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
 def recall(pg, qvecs) -> float:

@@ -7,16 +7,23 @@ bits held in RAM (what `local-rag serve` does), with semantic recall@10 against 
 
 Builds once and reuses bench/out/synthetic-v3-N.db (1M: ~4 GB). Text is Zipf-distributed words; vectors are
 noisy copies of real embeddings (see synthetic.py); each query's text is embedded by the real model (its cost is
-counted) and its vector is a real held-out embedding. Prints p50/p95 per mode and per filter shape, warm.
+counted) and its vector is a real held-out embedding. Prints p50/p95 per mode and per filter shape, warm, with the
+p50/p95 of each stage (SearchResult.timings_ms) and the load average beside each line. --hits / --compare: whether
+other code (another checkout, run with PYTHONPATH) returns the same top 10s on the same index.
+Indexes live in bench/out, or in $LOCAL_RAG_BENCH_OUT.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import statistics
 import zlib
 import time
 from pathlib import Path
+
+from dataclasses import dataclass
 
 import numpy as np
 from synthetic import build, queries, real_embeddings
@@ -25,7 +32,7 @@ from rag_search.embedders.builtin import BuiltinEmbedder
 from rag_search.retrieval import Filters, SearchEngine, SearchRequest
 from rag_search.store import Store
 
-OUT = Path(__file__).parent / "out"
+OUT = Path(os.environ.get("LOCAL_RAG_BENCH_OUT") or Path(__file__).parent / "out")  # where the built indexes live
 
 
 class SyntheticQueryEmbedder:
@@ -83,18 +90,59 @@ def percentiles(samples: list[float]) -> tuple[float, float]:
     return float(np.percentile(arr, 50)), float(np.percentile(arr, 95))
 
 
-def run(engine: SearchEngine, qs: list[str], mode: str, filters: Filters, repeats: int) -> tuple[float, float]:
-    p50s, p95s = [], []
+@dataclass
+class Timing:
+    """A case's totals (median over repeats of each repeat's p50 / p95) and its stages (SearchResult.timings_ms,
+    p50 / p95 over every query of every repeat), and the top hits per query (the last repeat's)."""
+
+    p50: float
+    p95: float
+    stages: dict[str, tuple[float, float]]
+    hits: dict[str, list[int]]
+
+    def __iter__(self):  # p50, p95 = run(...)
+        return iter((self.p50, self.p95))
+
+    def stage_line(self) -> str:
+        return "  ".join(f"{STAGE_NAMES.get(k, k)} {a:.1f}/{b:.1f}" for k, (a, b) in self.stages.items())
+
+
+STAGE_NAMES = {"embed_query": "embed", "fuse_and_fetch": "fetch"}
+
+
+def run(engine: SearchEngine, qs: list[str], mode: str, filters: Filters, repeats: int) -> Timing:
+    p50s, p95s, stages, hits = [], [], {}, {}
     for _ in range(repeats):
         times = []
         for q in qs:
             t0 = time.perf_counter()
-            engine.search(SearchRequest(q, top_k=10, mode=mode, filters=filters))
+            result = engine.search(SearchRequest(q, top_k=10, mode=mode, filters=filters))
             times.append((time.perf_counter() - t0) * 1000)
+            for name, ms in result.timings_ms.items():
+                stages.setdefault(name, []).append(ms)
+            hits[q] = [h.chunk_id for h in result.hits]
         p50, p95 = percentiles(times)
         p50s.append(p50)
         p95s.append(p95)
-    return statistics.median(p50s), statistics.median(p95s)
+    return Timing(statistics.median(p50s), statistics.median(p95s),
+                  {k: percentiles(v) for k, v in stages.items()}, hits)
+
+
+def load() -> str:
+    return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def describe(mode: str, filters: Filters) -> str:
+    what = ", ".join(f"{k}={v}" for k, v in filters.__dict__.items() if v not in ((), None, {}, True))
+    return f"{mode} {what or 'no filter'}"
+
+
+def same_hits(now: dict, before: dict) -> str:
+    """How many queries' top 10 (chunk ids, in order) equal an earlier run's (--hits of another checkout)."""
+    pairs = [(now[k], before[k]) for k in now if k in before]
+    same = sum(a == b for a, b in pairs)
+    top1 = sum(a[:1] == b[:1] for a, b in pairs)
+    return f"top 10 identical for {same}/{len(pairs)} queries, top hit for {top1}/{len(pairs)}"
 
 
 def main() -> None:
@@ -103,6 +151,9 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--build-only", action="store_true", help="build the indexes and stop")
+    ap.add_argument("--hits", help="write each query's top 10 chunk ids per case to this JSON file")
+    ap.add_argument("--compare", help="say per case how many top 10s equal those in this file (--hits of a run "
+                                      "of other code on the same index)")
     ap.add_argument("--paths", nargs="+", choices=("sqlite", "ram"), default=["sqlite", "ram"],
                     help="candidates from sqlite-vec (a one-shot CLI) and/or the bits in RAM (local-rag serve)")
     args = ap.parse_args()
@@ -117,6 +168,8 @@ def main() -> None:
         ("hybrid", Filters(tags=("t7",))),
         ("hybrid", Filters(date_from=1_600_000_000)),
     ]
+    saved = json.loads(Path(args.compare).read_text()) if args.compare else {}
+    record: dict[str, list[int]] = {}
     for n in args.sizes:
         store = open_db(n, base)
         if args.build_only:
@@ -125,20 +178,27 @@ def main() -> None:
         ram = SearchEngine(store, embedder, bits_in_ram=True)
         ram.bit_matrix.wait()
         print(f"\n{n:,} chunks ({args.queries} queries x {args.repeats} repeats, median of per-repeat percentiles); "
-              f"sign bits read into RAM in {time.perf_counter() - t0:.1f} s")
+              f"sign bits read into RAM in {time.perf_counter() - t0:.1f} s; {load()}")
         engines = {"sqlite": ("sqlite-vec binary KNN (CLI)", SearchEngine(store, embedder)),
                    "ram": ("bits in RAM (local-rag serve)", ram)}
-        for label, engine in (engines[p] for p in args.paths):
+        for path in args.paths:
+            label, engine = engines[path]
             print(f" candidates from {label}: semantic recall@10 of chunks vs exact float KNN "
                   f"{recall(store, engine, held_out[:50]):.3f}", flush=True)
             for q in qs[:20]:  # warm caches and the model
                 engine.search(SearchRequest(q))
-            print(f" candidates from {label}")
+            print(f" candidates from {label}; per stage p50/p95 ms")
             for mode, filters in cases:
-                p50, p95 = run(engine, qs, mode, filters, args.repeats)
-                what = ", ".join(f"{k}={v}" for k, v in filters.__dict__.items() if v not in ((), None, {}, True))
-                print(f"  {mode:<8} {what or 'no filter':<28} p50 {p50:6.1f} ms   p95 {p95:6.1f} ms", flush=True)
+                t = run(engine, qs, mode, filters, args.repeats)
+                key = f"{n} {path} {describe(mode, filters)}"
+                record.update({f"{key} | {q}": ids for q, ids in t.hits.items()})
+                same = f"   [{same_hits({k: v for k, v in record.items() if k.startswith(key)}, saved)}]" \
+                    if saved else ""
+                print(f"  {describe(mode, filters):<36} p50 {t.p50:6.1f} ms   p95 {t.p95:6.1f} ms   {t.stage_line()}"
+                      f"   ({load()}){same}", flush=True)
         store.close()
+    if args.hits:
+        Path(args.hits).write_text(json.dumps(record))
 
 
 def recall(store: Store, engine: SearchEngine, qvecs: np.ndarray) -> float:

@@ -24,15 +24,17 @@ import time
 from pathlib import Path
 
 import httpx
-from query_latency import SyntheticQueryEmbedder, open_db, percentiles
+from query_latency import OUT, SyntheticQueryEmbedder, open_db, percentiles
 from synthetic import queries, real_embeddings
 
 from rag_search.config import Paths
 from rag_search.retrieval import SearchEngine
 from rag_search.web import Backend, TokenGate, web_app
 
-OUT = Path(__file__).parent / "out"
 CHROMIUM = "/usr/bin/chromium"
+# nothing of the browser's own (updates, sync, background fetches, GPU set-up) competes with the page for the cores
+CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                  "--disable-sync"]
 DEBOUNCE_MS = 120  # app.js DEBOUNCE_MS
 
 
@@ -54,7 +56,7 @@ def measure(base: str, qs: list[str], delay: int) -> list[float]:
 
     times = []
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS)
         page = browser.new_page(viewport={"width": 1100, "height": 900})
         page.goto(base + "/")
         for n, q in enumerate(qs):

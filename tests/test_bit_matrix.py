@@ -211,3 +211,88 @@ def test_with_the_bits_in_ram_only_small_scopes_are_searched_exactly(store, fake
         assert (exact.vector_plan, binary.vector_plan) == ("exact", "binary+rescore")
         got, want = [h.key for h in binary.hits], [h.key for h in exact.hits]
         assert got[0] == want[0] and len(set(got) & set(want)) >= 4, query  # bag-of-words vectors tie often
+
+
+@pytest.fixture
+def named(store, fake_embedder, monkeypatch):
+    """Items whose titles hold the query words: hybrid search scores their names (retrieval/titles.py) every query."""
+    from rag_search.retrieval import engine as engine_mod
+
+    monkeypatch.setattr(vector, "EXACT_SCOPE_LIMIT", 10)
+    monkeypatch.setattr(engine_mod, "RAM_EXACT_LIMIT", 10)
+    rng = random.Random(11)
+    for n in range(120):
+        text = " ".join(rng.choice(WORDS) for _ in range(4))  # each word in ~30 items: rare enough to search names
+        title = " ".join(rng.choice(WORDS) for _ in range(2))
+        add_doc(store, fake_embedder, ("notes", "mail")[n % 2], f"doc{n:03}.md", text, title=title)
+    return store
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "semantic", "keyword"])
+def test_a_server_engine_answers_every_search_from_ram_and_never_reloads(named, fake_embedder, mode):
+    """After warm-up, every search of a long-running engine takes its candidates from the bits in RAM, starts no
+    reload of them and writes nothing on the index's connection (a write there, even to a TEMP table, changes
+    total_changes: the matrix then looked stale, every hybrid query went back to sqlite-vec and re-read the bits)."""
+    ram = SearchEngine(named, fake_embedder, bits_in_ram=True)
+    assert ram.bit_matrix.wait(60)
+    used, loads = [], []
+    nearest, load = ram.bit_matrix.nearest, ram.bit_matrix._load
+    ram.bit_matrix.nearest = lambda *a, **kw: used.append(1) or nearest(*a, **kw)
+    ram.bit_matrix._load = lambda stamp: loads.append(stamp) or load(stamp)
+    queries = ["zebra quokka", "kube proxy router", "garden budget", "ferry harbour travel", "lentil bread"]
+    changes = named.conn.total_changes
+    for query in queries * 2:
+        result = ram.search(SearchRequest(query, mode=mode, filters=Filters(collections=("mail",)) if "e" in query
+                                          else Filters()))
+        assert result.hits, query
+        assert ram.bit_matrix.ready(), query
+    assert len(used) == (0 if mode == "keyword" else 2 * len(queries))
+    assert loads == [] and named.conn.total_changes == changes
+
+
+def test_the_facts_held_with_the_bits_are_the_indexs(store, fake_embedder):
+    """Each chunk's item, cached vector and time as read with the bits answer what SQL answers: items, float
+    vectors, and which chunks pass date filters (undated ones included or not)."""
+    from rag_search.retrieval.filters import build_where, passing
+    from rag_search.store.vectors import fetch_vectors
+
+    rng = random.Random(3)
+    for n in range(90):
+        ts = None if n % 7 == 0 else 1_600_000_000 + n * 1000
+        add_doc(store, fake_embedder, ("notes", "mail")[n % 2], f"doc{n:03}.md",
+                " ".join(rng.choice(WORDS) for _ in range(8)), ts=ts)
+    ram = SearchEngine(store, fake_embedder, bits_in_ram=True)
+    assert ram.bit_matrix.wait(60)
+    ids = [r[0] for r in store.conn.execute("SELECT id FROM chunks")] + [10**9]  # and one that is not there
+    assert ram.bit_matrix.items_of(ids) == dict(store.conn.execute("SELECT id, item_id FROM chunks"))
+    rows = ram.bit_matrix.cache_rows(ids)
+    assert len(rows) == len(ids) - 1
+    by_row, by_join = fetch_vectors(store.conn, [], None, rows), fetch_vectors(store.conn, ids, fake_embedder.id)
+    assert by_row.keys() == by_join.keys() and all((by_row[c] == by_join[c]).all() for c in by_row)
+    for filters in (Filters(date_from=1_600_030_000), Filters(date_to=1_600_040_000, include_undated=False),
+                    Filters(date_from=1_600_010_000, date_to=1_600_050_000), Filters(include_undated=False),
+                    Filters(date_from=1_600_030_000, collections=("mail",))):
+        test = ram.bit_matrix.date_test(filters)
+        rest = build_where(filters.without_collections())
+        assert test.passing(ids) == passing(store.conn, ids, rest), filters
+        assert sorted(test.every().tolist()) == sorted(r[0] for r in store.conn.execute(rest.ids_query(), rest.params))
+    assert ram.bit_matrix.date_test(Filters(tags=("x",), date_from=1)) is None
+
+
+def test_distances_in_blocks_and_halves_equal_the_plain_count(monkeypatch):
+    """The blocked, two-halves Hamming distances equal XOR + popcount of every word, for any number of words."""
+    import numpy as np
+
+    from rag_search.retrieval import bit_matrix as bm
+
+    monkeypatch.setattr(bm, "BLOCK", 1000)
+    monkeypatch.setattr(bm, "PARALLEL_ROWS", 5000)
+    rng = np.random.default_rng(7)
+    for words, n in ((6, 12_345), (16, 7_001), (1, 300), (2, 5_000)):
+        cols = rng.integers(0, 2**63, size=(words, n), dtype=np.uint64) | rng.integers(0, 2, size=(words, n),
+                                                                                       dtype=np.uint64) << 63
+        bits = bm._Bits(np.arange(n), np.ascontiguousarray(cols), {}, np.arange(n), np.arange(n))
+        q = rng.integers(0, 2**63, size=words, dtype=np.uint64)
+        want = sum(np.bitwise_count(cols[j] ^ q[j]).astype(np.uint16) for j in range(words))
+        for rows in (slice(0, n), slice(n // 3, n), np.arange(0, n, 7)):
+            assert np.array_equal(bits.distances(q, rows), want[rows]), (words, n, rows)

@@ -117,3 +117,50 @@ def test_in_hybrid_a_word_in_very_many_rows_leaves_an_all_common_and(index, monk
     assert got.expression == '"beta"' and got.dropped == ["alpha"] and len(got.ids) == 10
     assert run(index, "alpha beta").expression == '"alpha" AND "beta"'  # keyword mode ranks every word
     assert run(index, "alpha", may_skip=True).ids == []  # nothing rarer left: the vector side carries it
+
+
+def test_ranking_by_the_bm25_call_equals_fts5s_own_rank_order(store, fake_embedder):
+    """keyword_sql orders by the tables' BM25 called in the statement (cheaper than ORDER BY rank, which sorts every
+    match): the same ids in the same order as FTS5's configured rank, ties (equal texts) by rowid, filtered or not."""
+    from rag_search.retrieval.filters import Filters, build_where
+
+    for n in range(80):
+        words = ["alpha"] * (1 + n % 3) + (["beta"] if n % 2 else []) + ["filler"] * (n % 4)
+        add_doc(store, fake_embedder, ("notes", "mail")[n % 2], f"n{n:02}.md", " ".join(words), tags=(f"t{n % 3}",),
+                title="Alpha" if n % 5 == 0 else "note", ts=None if n % 4 == 0 else 1_600_000_000 + n)
+    conn = store.conn
+    for table in (keyword.CHUNKS, keyword.ITEMS):
+        configured = conn.execute(f"SELECT v FROM {table}_config WHERE k = 'rank'").fetchone()[0]
+        assert keyword.BM25[table] == configured.replace("bm25(", f"bm25({table}, ")
+    for where in (EVERY, build_where(Filters(tags=("t1",))), build_where(Filters(date_from=1_600_000_020, include_undated=False))):
+        for table, limit in ((keyword.CHUNKS, 30), (keyword.ITEMS, 12)):
+            for expression in ('"alpha"', '"alpha" OR "beta"', '"alpha" AND "beta"', '"filler"'):
+                got = conn.execute(keyword.keyword_sql(where, table), (expression, *where.params, limit)).fetchall()
+                fts5 = keyword_by_rank(conn, table, where, expression, limit)
+                assert [r[0] for r in got] == [r[0] for r in fts5] and len(got) > 2, (table, expression, where)
+                assert len({r[1] for r in fts5}) < len(fts5)  # ties are there to be broken
+
+
+def keyword_by_rank(conn, table, where, expression, limit):
+    """The statement as it was: FTS5's ORDER BY rank (its configured BM25) with the LIMIT."""
+    sql = (keyword.keyword_sql(where, table).replace(f"{keyword.BM25[table]} AS score", f"{table}.rank")
+           .replace(f"ORDER BY score, {table}.rowid", f"ORDER BY {table}.rank"))
+    return conn.execute(sql, (expression, *where.params, limit)).fetchall()
+
+
+def test_a_ranking_in_two_halves_at_once_equals_the_whole_statement(store, fake_embedder):
+    """SplitRanker (a server's keyword-only rankings of very common words) returns exactly the statement's rows:
+    the same ids, scores and order, ties included, filtered or not, for chunks and items."""
+    from rag_search.retrieval.filters import Filters, build_where
+    from rag_search.retrieval.parallel import SecondConnection, SplitRanker
+
+    for n in range(80):
+        words = ["alpha"] * (1 + n % 3) + (["beta"] if n % 2 else []) + ["filler"] * (n % 4)
+        add_doc(store, fake_embedder, ("notes", "mail")[n % 2], f"n{n:02}.md", " ".join(words), tags=(f"t{n % 3}",))
+    split = SplitRanker(SecondConnection(store))
+    for where in (EVERY, build_where(Filters(tags=("t1",)))):
+        for table, limit in ((keyword.CHUNKS, 30), (keyword.ITEMS, 12), (keyword.CHUNKS, 500)):
+            for expression in ('"alpha"', '"alpha" OR "beta"', '"alpha" AND "beta"', '"nothing"'):
+                whole = store.conn.execute(keyword.keyword_sql(where, table), (expression, *where.params, limit))
+                assert split(table, where, expression, limit) == whole.fetchall(), (table, expression, where)
+    assert split.second.connection is not None and not split.second.failed

@@ -105,3 +105,23 @@ def test_chunks_rank_in_rag_db_bm25_order(docs, query, tmp_path, postgres_url, f
             keys = dict(store.conn.execute("SELECT c.id, i.key FROM chunks c JOIN items i ON i.id = c.item_id"))
             order[name] = [keys[i] for i in run.ids]
     assert order["postgres"] == order["sqlite"]
+
+
+def test_a_server_engine_answers_as_the_one_shot_engine_with_work_beside(river_store, fake_embedder, monkeypatch):
+    """A long-running engine on PostgreSQL runs its vector side (hybrid) and its whole-item ranking (keyword) on a
+    second connection at once with the rest: the same hits as one connection, in every mode, filtered or not."""
+    from rag_search.retrieval import vector
+
+    monkeypatch.setattr(vector, "EXACT_SCOPE_LIMIT", 10)  # the binary candidates' path too
+    one = search_engine(river_store, fake_embedder)
+    server = search_engine(river_store, fake_embedder, bits_in_ram=True)
+    beside = []
+    submit = server.second.submit
+    server.second.submit = lambda fn, *args: beside.append(fn) or submit(fn, *args)
+    for mode in ("hybrid", "keyword", "semantic"):
+        for query in ("river delta", "sea", "mill number 7"):
+            for filters in (Filters(), Filters(collections=("notes",))):
+                request = SearchRequest(query, mode=mode, filters=filters)
+                want = [(h.chunk_id, h.score) for h in one.search(request).hits]
+                assert [(h.chunk_id, h.score) for h in server.search(request).hits] == want, (mode, query)
+    assert len(beside) == 12 and server.second.connection is not None  # 6 hybrid vector sides, 6 item rankings

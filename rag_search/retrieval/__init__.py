@@ -22,5 +22,5 @@ def search_engine(store: Store, embedder: Embedder | None, settings: SearchSetti
     if store.postgres:
         from rag_search.retrieval.pg.engine import PgSearchEngine
 
-        return PgSearchEngine(store, embedder, settings, reranker)
+        return PgSearchEngine(store, embedder, settings, reranker, long_running=bits_in_ram)
     return SearchEngine(store, embedder, settings, reranker, bits_in_ram=bits_in_ram)

@@ -9,9 +9,11 @@ fused top N (if configured) → hydrate the top k.
 from __future__ import annotations
 
 import json
+import threading
 import time
+from concurrent.futures import wait
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -24,12 +26,14 @@ from rag_search.retrieval import keyword, titles, unmatched, vector
 from rag_search.retrieval.bit_matrix import BitMatrix
 from rag_search.retrieval.filters import Filters, SqlFilter, build_where, passing
 from rag_search.retrieval.fusion import FusedItem, Fused, Retrieved, fuse_chunks, fuse_items, item_ranking
+from rag_search.retrieval.parallel import SecondConnection, SplitRanker
+from rag_search.retrieval.query_vector import QueryVector
 from rag_search.retrieval.rerank import (Candidate, FeatureReranker, Reranker, apply_rerank, load_reranker,
                                          query_idf)
 from rag_search.retrieval.snippets import snippet, term_pattern
 from rag_search.retrieval.titles import NameMatch
 from rag_search.store import Store
-from rag_search.store.vectors import check_embedder, recorded_embedder
+from rag_search.store.vectors import check_embedder, fetch_vectors, recorded_embedder
 
 Mode = Literal["hybrid", "keyword", "semantic"]
 MODES: tuple[str, ...] = ("hybrid", "keyword", "semantic")
@@ -92,12 +96,17 @@ class SearchEngine:
         """bits_in_ram: keep every vector's sign bits in RAM for candidate generation (long-running servers)."""
         self.store = store
         self.bit_matrix = BitMatrix(store) if bits_in_ram else None
+        self.second = SecondConnection(store) if bits_in_ram else None  # work beside the index's connection
+        self.split = SplitRanker(self.second) if bits_in_ram else None  # large keyword-only rankings in two halves
+        self._beside = threading.local()  # .conn: the connection of work running beside the keyword side
         self.embedder = embedder
         self.settings = settings or SearchSettings()
         self.reranker = reranker if reranker is not None else load_reranker(self.settings)
         self._df_cache: dict[str, int] = {}
         self._df_cache_size = -1
-        self._counts: dict[tuple[int, ...] | str, int] = {}  # chunks per scope, and "items"
+        self._counts: dict[tuple[int, ...] | str, Any] = {}  # chunks per scope, "items", "embedder"
+        self._ram: bool | None = None  # during retrieve: whether the bits in RAM are current
+        self._now: tuple[int, int] | None = None  # during retrieve: the index's state (_stamp)
         self._counts_stamp: tuple[int, int] | None = None
 
     @property
@@ -122,23 +131,31 @@ class SearchEngine:
             raise QueryError(f"top_k must be between 1 and {MAX_TOP_K} (got {top_k}).")
         result = SearchResult([], request)
         with self.store.lock:
-            got = self.retrieve(request, result)
-            if got is None:
-                return result
-            t0 = time.perf_counter()
-            terms = keyword.parse_terms(request.query)
-            pattern = term_pattern([w for t in terms for w in t.text.split()])
-            if request.chunks:
-                fused = fuse_chunks(got.chunk_rankings, got.item_rankings, got.item_of, self.weights,
-                                    self.settings.rrf_k)[:top_k]
-                result.hits = self._chunk_hits(fused, got, pattern)
-            else:
-                items = self.fuse(got, result)
-                items = keep_pinned_first(self._rerank(request, items, got, result), got)[:top_k]
-                self._choose_chunks(items, terms, request.filters, result)
-                result.hits = self._item_hits(items, pattern)
-            result.timings_ms["fuse_and_fetch"] = round(_ms(t0) - result.timings_ms.get("rerank", 0.0), 2)
+            self._now = None
+            self._now = self._stamp()  # a search writes nothing: the index's state is read once
+            try:
+                self._answer(request, top_k, result)
+            finally:
+                self._now = None
         return result
+
+    def _answer(self, request: SearchRequest, top_k: int, result: SearchResult) -> None:
+        got = self.retrieve(request, result)
+        if got is None:
+            return
+        t0 = time.perf_counter()
+        terms = keyword.parse_terms(request.query)
+        pattern = term_pattern([w for t in terms for w in t.text.split()])
+        if request.chunks:
+            fused = fuse_chunks(got.chunk_rankings, got.item_rankings, got.item_of, self.weights,
+                                self.settings.rrf_k)[:top_k]
+            result.hits = self._chunk_hits(fused, got, pattern)
+        else:
+            items = self.fuse(got, result)
+            items = keep_pinned_first(self._rerank(request, items, got, result), got)[:top_k]
+            self._choose_chunks(items, terms, request.filters, result)
+            result.hits = self._item_hits(items, pattern)
+        result.timings_ms["fuse_and_fetch"] = round(_ms(t0) - result.timings_ms.get("rerank", 0.0), 2)
 
     # -- retrieve -----------------------------------------------------------------------------
 
@@ -152,14 +169,65 @@ class SearchEngine:
             return None
         got = Retrieved()
         terms = keyword.parse_terms(request.query)
-        if request.mode in ("hybrid", "keyword"):
-            self._keyword(terms, request.filters, coll_ids, limit, result, got)
-        if request.mode == "semantic" or (request.mode == "hybrid" and self._reads(request.query, result)):
-            self._vector(request.query, request.filters, coll_ids, limit, result, got)
-        got.item_of = self._items_of([c for ids in got.chunk_rankings.values() for c in ids])
+        self._ram = self.bit_matrix is not None and self.bit_matrix.ready(self._now)  # the bits in RAM serve it
+        try:
+            vector_side = request.mode == "semantic" or (request.mode == "hybrid" and self._reads(request.query, result))
+            qvec = self._query_vector(request) if vector_side else None  # embedded beside the keyword side
+            beside = None
+            if qvec is not None and request.mode == "hybrid" and self._beside_ok():
+                self._checked()  # the vector side's SQL goes to the second connection, beside the keyword side's
+                beside = self.second.submit(self._vector_beside, qvec, request.filters, coll_ids, limit, result, got)
+            try:
+                if request.mode in ("hybrid", "keyword"):
+                    self._keyword(terms, request.filters, coll_ids, limit, result, got)
+            finally:
+                if beside is not None:
+                    wait([beside])  # done before anything else touches the engine, whatever the keyword side did
+            if beside is not None:
+                beside.result()
+            elif qvec is not None:
+                self._vector(qvec, request.filters, coll_ids, limit, result, got)
+            got.item_of = self._items_of([c for ids in got.chunk_rankings.values() for c in ids])
+        finally:
+            self._ram = None
         for name, ids in got.chunk_rankings.items():
             got.item_rankings[name] = item_ranking(ids, got.item_of)[:limit]
         return got
+
+    def _beside_ok(self) -> bool:
+        """The vector side may run on the second connection (a server's, once its bits are in RAM)."""
+        return self.second is not None and bool(self._ram) and self.second.available()
+
+    def _vector_beside(self, conn, *args) -> None:
+        self._beside.conn = conn
+        try:
+            self._vector(*args)
+        finally:
+            self._beside.conn = None
+
+    @property
+    def _vconn(self):
+        """The connection this thread's vector-side statements go to."""
+        return getattr(self._beside, "conn", None) or self.store.conn
+
+    def _checked(self) -> None:
+        """The configured embedder is the index's (checked once per index state; a mismatch raises every time)."""
+        if "checked" not in self._counts:
+            check_embedder(self.store.conn, self.embedder.id, self.embedder.dimensions, self.store.path)
+            self._counts["checked"] = True
+
+    def _query_vector(self, request: SearchRequest) -> QueryVector | None:
+        """The query's vector, being embedded (None: no vector side: no embedder, or nothing embedded yet)."""
+        if self.embedder is None or self._recorded() is None:
+            return None
+        return QueryVector(self.embedder, request.query, request.query_vector, beside=request.mode == "hybrid")
+
+    def _recorded(self) -> tuple[str, int] | None:
+        """The index's embedder, read once per database state (with the counts: _scope_size)."""
+        self._scope_size(())
+        if "embedder" not in self._counts:
+            self._counts["embedder"] = recorded_embedder(self.store.conn)
+        return self._counts["embedder"]
 
     def _reads(self, query: str, result: SearchResult) -> bool:
         """Hybrid: the vector side runs unless the embedder does not read the query's script (then it says so)."""
@@ -204,6 +272,8 @@ class SearchEngine:
 
     def _stamp(self) -> tuple[int, int]:
         """Changes whenever the index does (commits by other connections, and this connection's own writes)."""
+        if self._now is not None:  # read at the start of this search
+            return self._now
         conn = self.store.conn
         return conn.execute("PRAGMA data_version").fetchone()[0], conn.total_changes
 
@@ -217,7 +287,9 @@ class SearchEngine:
     def _items_of(self, chunk_ids: list[int]) -> dict[int, int]:
         if not chunk_ids:
             return {}
-        rows = self.store.conn.execute("SELECT id, item_id FROM chunks WHERE id IN (SELECT value FROM json_each(?))",
+        if self._ram:
+            return self.bit_matrix.items_of(list(set(chunk_ids)))
+        rows = self._vconn.execute("SELECT id, item_id FROM chunks WHERE id IN (SELECT value FROM json_each(?))",
                                        (json.dumps(list(set(chunk_ids))),))
         return dict(rows.fetchall())
 
@@ -229,11 +301,12 @@ class SearchEngine:
             self._df_cache, self._df_cache_size = {}, n_chunks
         where = build_where(filters, coll_ids)
         hybrid = result.request.mode == "hybrid"
+        n_items = self._items_count()
+        beside = self._items_beside(terms, where, limit, n_items, hybrid)
         run = self._keyword_chunks(terms, where, limit * CHUNK_DEPTH, n_chunks, hybrid)
         result.keyword_expression, result.keyword_dropped, result.keyword_rare = run.expression, run.dropped, run.rare
         got.chunk_rankings["keyword_chunks"] = run.ids
-        n_items = self._items_count()
-        items = self._keyword_items(terms, where, limit, n_items, hybrid)
+        items = beside.result() if beside is not None else self._keyword_items(terms, where, limit, n_items, hybrid)
         got.item_rankings["keyword"] = items.ids
         got.item_bm25 = dict(zip(items.ids, items.scores))
         got.found_share = unmatched.found_share(conn, terms, self._df_cache, self.embedder) if hybrid else 1.0
@@ -253,33 +326,38 @@ class SearchEngine:
         """The filter goes inside the FTS query: FTS5 ranks every match whatever the LIMIT, so ranking the unfiltered
         matches first and filtering them after costs a second ranking whenever too few pass (100k chunks, tag filter:
         keyword p95 45 -> 23 ms; at 1M no filter shape got slower)."""
-        run = keyword.search(self.store.conn, terms, where, limit, n_total, self._df_cache, may_skip=hybrid)
+        run = keyword.search(self.store.conn, terms, where, limit, n_total, self._df_cache, may_skip=hybrid,
+                             split=None if hybrid else self.split)
         run.ids = run.ids[:limit]
         return run
+
+    def _items_beside(self, terms, where: SqlFilter, limit: int, n_items: int, hybrid: bool):
+        """The whole-item ranking started on the second connection (a Future), or None: it runs after the chunks'.
+        rag.db ranks a keyword-only search's large rankings in halves instead (SplitRanker)."""
+        return None
 
     def _keyword_items(self, terms, where: SqlFilter, limit: int, n_items: int, hybrid: bool) -> keyword.KeywordRun:
         """Items by BM25 over their whole text (items_fts)."""
         return keyword.search(self.store.conn, terms, where, limit, n_items, self._df_cache, may_skip=hybrid,
-                              table=keyword.ITEMS)
+                              table=keyword.ITEMS, split=None if hybrid else self.split)
 
     def _exact_items(self, terms, where: SqlFilter) -> dict[int, list[str]]:
         return keyword.exact_items(self.store.conn, terms, where, self.settings.exact_max_items)
 
-    def _vector(self, query: str, filters: Filters, coll_ids, limit: int, result: SearchResult, got: Retrieved) -> None:
+    def _vector(self, pending: QueryVector, filters: Filters, coll_ids, limit: int, result: SearchResult,
+                got: Retrieved) -> None:
         """The nearest chunks, widened until they cover `limit` distinct items (or the scope runs out)."""
-        recorded = recorded_embedder(self.store.conn)
-        if recorded is None or self.embedder is None:
-            return
-        check_embedder(self.store.conn, self.embedder.id, self.embedder.dimensions, self.store.path)
+        recorded = self._recorded()
+        self._checked()
         t0 = time.perf_counter()
-        given = result.request.query_vector
-        qvec = given if given is not None else self.embedder.embed_query(query)
-        got.query_vector = qvec
-        result.timings_ms["embed_query"] = _ms(t0)
+        qvec = got.query_vector = pending.get()
+        result.timings_ms["embed_query"] = pending.ms  # the model's time; in hybrid it ran beside the keyword side
+        if _ms(t0) >= 0.1:
+            result.timings_ms["embed_wait"] = _ms(t0)  # what the vector side waited for it
         t0 = time.perf_counter()
         depth = limit * CHUNK_DEPTH
         while True:
-            rows, exact = self._knn(qvec, filters, coll_ids, depth, result.chunks_in_index, recorded[0])
+            rows, exact = self._knn(qvec, filters, coll_ids, depth, result.chunks_in_index, recorded[0], got.vectors)
             if len(rows) < depth or depth >= MAX_CHUNK_CANDIDATES:
                 break
             found = len(set(self._items_of([cid for cid, _ in rows]).values()))
@@ -293,18 +371,19 @@ class SearchEngine:
         result.vector_plan = "exact" if exact else "binary+rescore"
         result.timings_ms["vector"] = _ms(t0)
 
-    def _knn(self, qvec, filters: Filters, coll_ids, limit: int, scope: int,
-             eid: str | None = None) -> tuple[list[tuple[int, float]], bool]:
+    def _knn(self, qvec, filters: Filters, coll_ids, limit: int, scope: int, eid: str | None = None,
+             vectors: dict | None = None) -> tuple[list[tuple[int, float]], bool]:
         """(chunk id, distance) of the `limit` nearest chunks passing the filters, and whether the KNN was exact.
 
-        eid: the embedder id the index records (its embedding cache holds the float vectors for rescoring)."""
-        conn = self.store.conn
+        eid: the embedder id the index records (its embedding cache holds the float vectors for rescoring);
+        vectors: where the float vectors read for rescoring are kept (the reranker reads some of them again)."""
+        conn = self._vconn
         rest = build_where(filters.without_collections())
-        in_ram = self.bit_matrix is not None and self.bit_matrix.ready()
+        in_ram = self._ram if self._ram is not None else self.bit_matrix is not None and self.bit_matrix.ready()
         vplan = vector.plan(qvec, limit, scope, coll_ids, NO_FILTER, overfetch=1 if rest.empty else OVERFETCH,
                             exact_limit=min(RAM_EXACT_LIMIT, vector.EXACT_SCOPE_LIMIT) if in_ram else None)
         if not vplan.exact and in_ram:
-            return self._knn_bits(qvec, rest, coll_ids, limit, vplan.k, eid, scope), False
+            return self._knn_bits(qvec, rest, coll_ids, limit, vplan.k, eid, scope, vectors, filters), False
         rows = vector.run(conn, qvec, vplan, vplan.k if not rest.empty else limit, eid)
         if not rest.empty:
             ok = passing(conn, [cid for cid, _ in rows], rest)
@@ -324,32 +403,39 @@ class SearchEngine:
         return rows[:limit], vplan.exact
 
     def _knn_bits(self, qvec, rest: SqlFilter, coll_ids, limit: int, k: int, eid: str | None,
-                  scope: int) -> list[tuple[int, float]]:
+                  scope: int, vectors: dict | None = None, filters: Filters | None = None) -> list[tuple[int, float]]:
         """Binary candidates from the sign bits in RAM (any k costs the same), rescored. A filter is tried on the
-        unfiltered nearest first; when too few of those pass (a selective filter), on the filter's own chunks."""
-        conn, bits = self.store.conn, self.bit_matrix
-        qbits = vector.query_bits(conn, qvec)
+        unfiltered nearest first; when too few of those pass (a selective filter), on the filter's own chunks.
+        A filter of dates only is tested on the chunks' times held with the bits."""
+        conn, bits = self._vconn, self.bit_matrix
+        dates = bits.date_test(filters) if filters is not None else None
+
+        def rescore(rows: list) -> list[tuple[int, float]]:  # float vectors read by their cache rows
+            return vector.rescore(conn, qvec, rows, limit, eid, bits.cache_rows([c for c, _ in rows]), vectors)
+
+        qbits = vector.query_bits(conn, qvec, bits.centre_of())
         if scope >= RAM_RESCORE_WIDE_FROM:
             k *= RAM_RESCORE_FACTOR
         if rest.empty:
-            return vector.rescore(conn, qvec, bits.nearest(qbits, k, coll_ids, query=qvec), limit, eid)
+            return rescore(bits.nearest(qbits, k, coll_ids, query=qvec))
         if rest.ids_sql is not None:  # facet-only (tags, metadata): listing a few of its chunks costs ~0.3 us each
             ids = [r[0] for r in conn.execute(f"{rest.ids_sql} LIMIT ?", (*rest.params, FACET_IDS_MAX + 1))]
             if len(ids) <= FACET_IDS_MAX:
-                return vector.rescore(conn, qvec, bits.nearest(qbits, k, coll_ids, chunk_ids=np.array(ids, dtype=np.int64),
-                                                                query=qvec), limit, eid)
+                return rescore(bits.nearest(qbits, k, coll_ids, chunk_ids=np.array(ids, dtype=np.int64), query=qvec))
         wide = k * OVERFETCH
         for _ in range(2):
             near = bits.nearest(qbits, wide, coll_ids, query=qvec)
-            ok = passing(conn, [cid for cid, _ in near], rest)
+            ids = [cid for cid, _ in near]
+            ok = dates.passing(ids) if dates else passing(conn, ids, rest)
             kept = [r for r in near if r[0] in ok]
             if len(kept) >= k or len(near) < wide:
-                return vector.rescore(conn, qvec, kept[:k], limit, eid)
+                return rescore(kept[:k])
             if len(kept) < MIN_PASS_RATE * len(near):
                 break
             wide = min(int(wide * k / max(len(kept), 1) * 1.5), 50 * k)  # a fair share passes: look further
-        ids = np.fromiter((r[0] for r in conn.execute(rest.ids_query(), rest.params)), dtype=np.int64)
-        return vector.rescore(conn, qvec, bits.nearest(qbits, k, coll_ids, chunk_ids=ids, query=qvec), limit, eid)
+        ids = dates.every() if dates else np.fromiter((r[0] for r in conn.execute(rest.ids_query(), rest.params)),
+                                                      dtype=np.int64)
+        return rescore(bits.nearest(qbits, k, coll_ids, chunk_ids=ids, query=qvec))
 
     # -- rerank, chunks, hits -----------------------------------------------------------------
 
@@ -362,6 +448,7 @@ class SearchEngine:
         head = items[: self.settings.rerank_top]
         self._choose_chunks(head, keyword.parse_terms(request.query), request.filters, result)
         candidates = self.candidates(request.query, head, got)
+        self._read_vectors([c for cand in candidates for c in cand.chunks], got)
         order, scores, note = apply_rerank(reranker, request.query, candidates, got,
                                            self.settings.rerank_budget_ms / 1000, self.store)
         for item, score in zip(head, scores):
@@ -370,6 +457,13 @@ class SearchEngine:
         reranked = [head[n] for n in order] + items[len(head):]
         result.timings_ms["rerank"] = _ms(t0)
         return reranked
+
+    def _read_vectors(self, chunk_ids: list[int], got: Retrieved) -> None:
+        """The float vectors the reranker compares (read by cache row with the bits in RAM) beside those rescored."""
+        missing = [c for c in dict.fromkeys(chunk_ids) if c not in got.vectors]
+        if self.bit_matrix is None or got.query_vector is None or not missing or not self.bit_matrix.ready(self._now):
+            return
+        got.vectors.update(fetch_vectors(self.store.conn, [], None, self.bit_matrix.cache_rows(missing)))
 
     def candidates(self, query: str, head: list[FusedItem], got: Retrieved) -> list[Candidate]:
         """The fused head as a reranker sees it (its chunks chosen first: `_choose_chunks`)."""

@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import math
 import re
+import threading
 from dataclasses import dataclass
 from typing import Any
 
+from rag_search.store.connection import sqlite_driver
 from rag_search.store.names import MAX_NAMES
 from rag_search.retrieval.filters import SqlFilter
 from rag_search.retrieval.keyword import ITEMS, STOPWORDS, Term, _df, match_expression
@@ -93,15 +95,35 @@ def _candidates(conn: Any, terms: list[Term], rare: list[Term], where: SqlFilter
 
 def _stems(conn: Any, texts: dict[int, str]) -> dict[int, list[str]]:
     """Each text's tokens as the index stems them (porter unicode61), in order, read back through fts5vocab from a
-    TEMP table of this connection: exactly what MATCH compares, without a statement per term and name."""
-    conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.name_probe USING fts5(name, tokenize='porter unicode61')")
-    conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.name_probe_vocab USING fts5vocab('name_probe', 'instance')")
-    conn.execute("DELETE FROM temp.name_probe")
-    conn.executemany("INSERT INTO temp.name_probe(rowid, name) VALUES (?, ?)", texts.items())
+    private in-memory database (`_stemmer`): exactly what MATCH compares, without a statement per term and name.
+    `conn` (the index's) is not written: see _stemmer."""
+    probe = _stemmer()
     out: dict[int, list[str]] = {}
-    for term, doc in conn.execute("SELECT term, doc FROM temp.name_probe_vocab ORDER BY doc, offset"):
-        out.setdefault(doc, []).append(term)
+    probe.execute("BEGIN")
+    try:
+        probe.executemany("INSERT INTO name_probe(rowid, name) VALUES (?, ?)", texts.items())
+        for term, doc in probe.execute("SELECT term, doc FROM name_probe_vocab ORDER BY doc, offset"):
+            out.setdefault(doc, []).append(term)
+    finally:
+        probe.execute("ROLLBACK")  # empty again for the next query
     return out
+
+
+_probes = threading.local()
+
+
+def _stemmer() -> Any:
+    """This thread's in-memory database holding an FTS5 table of the index's tokenizer. Searches never write on the
+    index's connection: a write there, even to a TEMP table, changes its total_changes, which the sign bits in RAM
+    and the engine's counts take as "the index changed" (every hybrid query re-read the bits and went back to
+    sqlite-vec: server-path hybrid p50 21 -> 56 ms at 100k chunks, issue 33)."""
+    probe = getattr(_probes, "conn", None)
+    if probe is None:
+        probe = sqlite_driver().connect(":memory:", isolation_level=None, check_same_thread=False)
+        probe.execute("CREATE VIRTUAL TABLE name_probe USING fts5(name, tokenize='porter unicode61')")
+        probe.execute("CREATE VIRTUAL TABLE name_probe_vocab USING fts5vocab('name_probe', 'instance')")
+        _probes.conn = probe
+    return probe
 
 
 class _Fts5Lookups:

@@ -72,15 +72,24 @@ def run(conn: Any, query: np.ndarray, vplan: VectorPlan, limit: int,
     return rescore(conn, query, rows, limit, embedder_id)
 
 
-def query_bits(conn: Any, query: np.ndarray) -> bytes:
-    """The query's sign bits exactly as sqlite-vec quantises stored vectors (centred as they are)."""
-    return conn.execute("SELECT vec_quantize_binary(?)", (bits_input(query, bits_centre(conn)),)).fetchone()[0]
+READ = object()
 
 
-def rescore(conn: Any, query: np.ndarray, rows: list, limit: int,
-            embedder_id: str | None = None) -> list[tuple[int, float]]:
-    """Binary candidates re-ranked by their float vectors' cosine distance, at most `limit`."""
-    candidates = fetch_vectors(conn, [cid for cid, _ in rows], embedder_id)
+def query_bits(conn: Any, query: np.ndarray, centre: Any = READ) -> bytes:
+    """The query's sign bits exactly as sqlite-vec quantises stored vectors (centred as they are; `centre`: the
+    index's, when the caller has it)."""
+    centre = bits_centre(conn) if centre is READ else centre
+    return conn.execute("SELECT vec_quantize_binary(?)", (bits_input(query, centre),)).fetchone()[0]
+
+
+def rescore(conn: Any, query: np.ndarray, rows: list, limit: int, embedder_id: str | None = None,
+            cache_rows: dict[int, int] | None = None, keep: dict | None = None) -> list[tuple[int, float]]:
+    """Binary candidates re-ranked by their float vectors' cosine distance, at most `limit`.
+
+    cache_rows: see fetch_vectors; keep: a dict the vectors read are added to."""
+    candidates = fetch_vectors(conn, [cid for cid, _ in rows], embedder_id, cache_rows)
+    if keep is not None:
+        keep.update(candidates)
     if not candidates:
         return []
     ids = sorted(candidates)

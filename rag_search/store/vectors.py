@@ -130,15 +130,19 @@ def insert_vectors(conn: Any, rows: Iterable[tuple[int, int, np.ndarray]]) -> No
     )
 
 
-def fetch_vectors(conn: Any, chunk_ids: Sequence[int], embedder_id: str | None = None) -> dict[int, np.ndarray]:
+def fetch_vectors(conn: Any, chunk_ids: Sequence[int], embedder_id: str | None = None,
+                  cache_rows: dict[int, int] | None = None) -> dict[int, np.ndarray]:
     """Float vectors of some chunks.
 
     With the id the index records they are read from the embedding cache (under that id or an equivalent one) (a B-tree lookup by the chunk's content hash:
     ~10 us); the chunks it lacks (vectors of an equivalent embedder, a pruned cache) and every chunk when no id
     is given are read from vec0, whose point lookup walks the overflow pages of a 1,024-vector block (~0.15 ms
     each at 100k chunks, ~0.5 ms at 1M: 300 rescoring candidates cost 45-150 ms that way).
+    cache_rows: chunk id -> its vector's rowid in embedding_cache where the caller knows it (the server's bits in
+    RAM): read by rowid, without a lookup of the chunk's row.
     """
-    out: dict[int, np.ndarray] = {}
+    out: dict[int, np.ndarray] = _by_cache_row(conn, cache_rows) if cache_rows else {}
+    chunk_ids = [c for c in chunk_ids if c not in out]
     if embedder_id and chunk_ids:
         ids = equal_ids(embedder_id)
         rows = conn.execute(
@@ -153,3 +157,15 @@ def fetch_vectors(conn: Any, chunk_ids: Sequence[int], embedder_id: str | None =
         if row is not None:
             out[cid] = from_blob(row[0])
     return out
+
+
+def _by_cache_row(conn: Any, cache_rows: dict[int, int]) -> dict[int, np.ndarray]:
+    chunks_of: dict[int, list[int]] = {}
+    for chunk, row in cache_rows.items():  # chunks of equal text share a cached vector
+        chunks_of.setdefault(row, []).append(chunk)
+    rows = conn.execute("SELECT id, vector FROM embedding_cache WHERE id IN (SELECT value FROM json_each(?))",
+                        (json.dumps(list(chunks_of)),)).fetchall()
+    if not rows:
+        return {}
+    matrix = np.frombuffer(b"".join(v for _, v in rows), dtype=np.float32).reshape(len(rows), -1)  # one decode
+    return {chunk: matrix[n] for n, (row, _) in enumerate(rows) for chunk in chunks_of[row]}

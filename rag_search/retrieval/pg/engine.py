@@ -9,6 +9,7 @@ from rag_search.retrieval.pg import keyword as pg_keyword
 from rag_search.retrieval.pg import vector as pg_vector
 from rag_search.retrieval.engine import SearchEngine, SearchResult
 from rag_search.retrieval.filters import Filters, SqlFilter, build_where
+from rag_search.retrieval.parallel import SecondConnection
 from rag_search.retrieval.keyword import KeywordRun, Term
 from rag_search.retrieval.rerank import _stem, query_words
 
@@ -16,10 +17,28 @@ from rag_search.retrieval.rerank import _stem, query_words
 class PgSearchEngine(SearchEngine):
     name_lookups = pg_keyword.NameLookups()
 
-    def __init__(self, store, embedder, settings=None, reranker=None):
+    def __init__(self, store, embedder, settings=None, reranker=None, long_running: bool = False):
+        """long_running (a server): a second connection runs the vector side beside the keyword side, and in
+        keyword-only searches the whole-item ranking beside the chunks' (retrieval/parallel.py)."""
         super().__init__(store, embedder, settings, reranker, bits_in_ram=False)
+        self.second = SecondConnection(store) if long_running else None
+
+    def _beside_ok(self) -> bool:
+        return self.second is not None and self.second.available()
+
+    def _items_beside(self, terms, where: SqlFilter, limit: int, n_items: int, hybrid: bool):
+        if hybrid or not self._beside_ok():  # hybrid: the vector side has the second connection
+            return None
+
+        def rank(conn):
+            with pg_keyword.index_scans(conn):
+                return pg_keyword.search(conn, terms, where, limit, n_items, self._df_cache, pg_keyword.ITEMS)
+
+        return self.second.submit(rank)
 
     def _stamp(self) -> tuple[int, int]:
+        if self._now is not None:  # read at the start of this search
+            return self._now
         return self.store.generation(), 0
 
     def _keyword(self, terms, filters, coll_ids, limit: int, result: SearchResult, got) -> None:
@@ -37,9 +56,9 @@ class PgSearchEngine(SearchEngine):
     def _exact_items(self, terms, where: SqlFilter) -> dict[int, list[str]]:
         return pg_keyword.exact_items(self.store.conn, terms, where, self.settings.exact_max_items)
 
-    def _knn(self, qvec, filters: Filters, coll_ids, limit: int, scope: int,
-             eid: str | None = None) -> tuple[list[tuple[int, float]], bool]:
-        return pg_vector.knn(self.store.conn, qvec, limit, scope, coll_ids, build_where(filters.without_collections()))
+    def _knn(self, qvec, filters: Filters, coll_ids, limit: int, scope: int, eid: str | None = None,
+             vectors: dict | None = None) -> tuple[list[tuple[int, float]], bool]:
+        return pg_vector.knn(self._vconn, qvec, limit, scope, coll_ids, build_where(filters.without_collections()))
 
     def _idf(self, query: str) -> dict[str, float]:
         n_items, conn = self._items_count(), self.store.conn

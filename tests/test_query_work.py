@@ -1,0 +1,173 @@
+"""The query path's work, counted (never timed): per mode and filter shape, a search on a fixed small index does no
+more than its budget of SQL statements, rows read inside SQLite, VM steps, embeddings; it starts no reload of the
+sign bits in RAM and writes nothing. A change that makes searches do markedly more fails here under any load.
+
+The index (real SQLite, sqlite-vec, FTS5; the deterministic hash embedder) is small, so the thresholds that depend
+on index size are set as they stand at 100k chunks relative to it: vector KNN goes through sign-bit candidates,
+common words are pruned. Budgets are the measured work with headroom (SLACK); when a change needs more work
+on purpose, measure it with `python bench/query_latency.py` and raise the case's budget saying why.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from query_work import Work, counting
+
+from rag_search.records import Chunk, Fingerprint, ItemRef
+from rag_search.retrieval import Filters, SearchEngine, SearchRequest
+from rag_search.store import Store, writes
+from rag_search.store.item_writer import ParsedItem, write_items
+
+ITEMS, CHUNKS_PER_ITEM = 300, 2
+WORDS = ("harbour ferry lentil bread router printer garden budget travel zebra quokka wombat kernel proxy invoice "
+         "meeting schedule budget report draft review release planning design notes summary project client "
+         "contract payment account server backup storage network firewall update patch test deploy monitor").split()
+PEOPLE = ("alice@example.org", "bob@example.org", "carol@example.org", "dan@example.org")
+DAY = 86_400
+# (mode, filters) cases a search page, the CLI and MCP clients send; each runs QUERIES
+CASES = {
+    "hybrid": ("hybrid", Filters()),
+    "keyword": ("keyword", Filters()),
+    "semantic": ("semantic", Filters()),
+    "hybrid collection": ("hybrid", Filters(collections=("mail",))),
+    "hybrid tag": ("hybrid", Filters(tags=("t3",))),
+    "hybrid date_from": ("hybrid", Filters(date_from=1_600_000_000 + 200 * DAY)),
+    "hybrid metadata": ("hybrid", Filters(metadata={"status": "open"})),
+    "hybrid person": ("hybrid", Filters(participants=("carol",))),
+    "keyword tag": ("keyword", Filters(tags=("t3",))),
+    "semantic date_from": ("semantic", Filters(date_from=1_600_000_000 + 200 * DAY)),
+}
+# rare words, common words (in more chunks than the pruning threshold), a name, an identifier
+QUERIES = ("zebra quokka invoice", "the budget report for the project", "Harbour Ferry", "kernel-proxy patch")
+# the most work each case may do over QUERIES (measured on this index with the bits in RAM, 2026-11-29):
+# statements the engine runs, statements SQLite runs inside them (rows read), thousands of VM steps
+BUDGETS = {
+    "hybrid": {"statements": 60, "internal": 2410, "steps": 55},
+    # keyword-only rankings of common words run in two rowid halves at once (parallel.py): + 2 statements each
+    "keyword": {"statements": 46, "internal": 3740, "steps": 68},
+    "semantic": {"statements": 16, "internal": 0, "steps": 16},
+    "hybrid collection": {"statements": 57, "internal": 1850, "steps": 53},
+    "hybrid tag": {"statements": 57, "internal": 1734, "steps": 58},
+    "hybrid date_from": {"statements": 53, "internal": 1921, "steps": 86},
+    "hybrid metadata": {"statements": 62, "internal": 1999, "steps": 85},
+    "hybrid person": {"statements": 57, "internal": 1808, "steps": 328},  # LIKE over every participant, per statement
+    "keyword tag": {"statements": 47, "internal": 2108, "steps": 74},
+    "semantic date_from": {"statements": 16, "internal": 0, "steps": 11},
+}
+SLACK = {"statements": 1.25, "internal": 1.25, "steps": 1.5}  # a case fails past its budget x this (statements: + 2)
+
+
+def _text(rng: random.Random, n: int) -> str:
+    # Zipf-like: the first words are in most chunks, the last few in a handful
+    return " ".join(WORDS[min(int(rng.paretovariate(0.9)) - 1, len(WORDS) - 1)] for _ in range(n))
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory):
+    from fakes import HashEmbedder
+
+    embedder = HashEmbedder()
+    store = Store.open(tmp_path_factory.mktemp("query-work") / "rag.db")
+    rng = random.Random(33)
+    items = []
+    for n in range(ITEMS):
+        coll = ("notes", "mail", "docs")[n % 3]
+        writes.ensure_collection(store, coll)
+        title = " ".join(rng.sample(WORDS, 2)).title()
+        author = PEOPLE[n % 4] if coll == "mail" else None
+        chunks = [Chunk(i, _text(rng, 30), title=title, ts=1_600_000_000 + n * DAY, author=author,
+                        participants=tuple(PEOPLE[(n + k) % 4] for k in (1, 2)) if author else (),
+                        tags=(f"t{n % 10}",), metadata={"status": ("open", "closed", "draft")[n % 3]})
+                  for i in range(CHUNKS_PER_ITEM)]
+        ref = ItemRef(coll, f"item{n:03}.md", f"/data/{coll}/item{n:03}.md", "markdown")
+        items.append(ParsedItem(ref, Fingerprint(1, 1, "x"), title, chunks))
+    write_items(store, embedder, items)
+    yield store, embedder
+    store.close()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def as_at_scale():
+    """The size thresholds as they stand at 100k chunks, scaled to this index's 600."""
+    from rag_search.retrieval import engine as engine_mod
+    from rag_search.retrieval import keyword, vector
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(vector, "EXACT_SCOPE_LIMIT", 100)
+        mp.setattr(engine_mod, "RAM_EXACT_LIMIT", 20)
+        mp.setattr(keyword, "COMMON_MIN_DOCS", 30)
+        mp.setattr(keyword, "AND_MAX_DOCS", 300)
+        mp.setattr(keyword, "RANK_BUDGET", 30)
+        yield
+
+
+@pytest.fixture(scope="module")
+def server(index):
+    store, embedder = index
+    engine = SearchEngine(store, embedder, bits_in_ram=True)
+    assert engine.bit_matrix.wait(60)
+    for query in QUERIES:  # warm: the counts per index state, document frequencies
+        for mode, filters in CASES.values():
+            engine.search(SearchRequest(query, mode=mode, filters=filters))
+    return engine
+
+
+def work_of(engine, mode: str, filters: Filters) -> Work:
+    total = Work()
+    for query in QUERIES:
+        with counting(engine) as work:
+            result = engine.search(SearchRequest(query, mode=mode, filters=filters))
+        assert result.hits or mode == "keyword", (query, mode, filters)
+        total.add(work)
+    return total
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_a_search_does_no_more_work_than_its_budget(server, case):
+    mode, filters = CASES[case]
+    work = work_of(server, mode, filters)
+    figures = work.figures()
+    print(case, figures)
+    assert figures["reloads"] == 0 and figures["writes"] == 0, figures
+    assert figures["embeds"] == (0 if mode == "keyword" else len(QUERIES))
+    over = {name: (figures[name], limit) for name, limit in BUDGETS[case].items()
+            if figures[name] > limit * SLACK[name] + (2 if name == "statements" else 0)}
+    assert not over, (f"'{case}' over {len(QUERIES)} queries did more than its budget (done, budget): {over}. If the "
+                      "extra work is meant, measure it (python bench/query_latency.py) and raise the budget in "
+                      "tests/test_query_work.py saying why. Statements:\n" + "\n".join(s[:160] for s in work.statements))
+
+
+class PlainEngine(SearchEngine):
+    """The server engine without its shortcuts: chunk items, float vectors and dates read from SQL, the query
+    embedded inline (the sign bits still give the candidates)."""
+
+    def _items_of(self, chunk_ids):
+        ram, self._ram = self._ram, False
+        try:
+            return super()._items_of(chunk_ids)
+        finally:
+            self._ram = ram
+
+    def _read_vectors(self, chunk_ids, got):
+        pass
+
+    def _query_vector(self, request):
+        pending = super()._query_vector(request)
+        return pending and pending.__class__(self.embedder, request.query, request.query_vector, beside=False)
+
+
+def test_the_server_paths_shortcuts_return_what_the_plain_paths_return(index, server):
+    """Identical hits (chunks, order, scores, snippets) for every case and query with and without the shortcuts."""
+    store, embedder = index
+    plain = PlainEngine(store, embedder, bits_in_ram=True)
+    assert plain.bit_matrix.wait(60)
+    plain.bit_matrix.cache_rows = lambda chunk_ids: {}
+    plain.bit_matrix.date_test = lambda filters: None
+    for case, (mode, filters) in CASES.items():
+        for query in QUERIES:
+            request = SearchRequest(query, mode=mode, filters=filters)
+            fast, slow = server.search(request), plain.search(request)
+            assert [(h.chunk_id, h.score, h.snippet) for h in fast.hits] == \
+                [(h.chunk_id, h.score, h.snippet) for h in slow.hits], (case, query)
