@@ -129,6 +129,29 @@ def load_pool(bench: qs.BenchSet, home, engine_for) -> Pool:
     return Pool(bench, engine, got, docs, _judgements(bench), metric, k)
 
 
+def _retrieved(engine, bench: qs.BenchSet, home) -> dict:
+    """Every query's retrieval, kept on disk beside the index while the index, the queries and the retrieval code
+    are the same (a SciFact pass takes minutes on the shared machine)."""
+    import pickle
+    from pathlib import Path
+
+    import rag_search
+    from quality import retrieve_all
+
+    code = sorted((Path(rag_search.__file__).parent / "retrieval").rglob("*.py"))
+    db = Path(home) / "rag.db"
+    stamp = hashlib.sha256(repr((sorted(bench.queries.items()), db.stat().st_size, db.stat().st_mtime_ns,
+                                 [p.read_bytes() for p in code])).encode()).hexdigest()[:16]
+    cache = Path(home) / f"retrieved-{bench.name}-{stamp}.pickle"
+    if cache.exists():
+        return pickle.loads(cache.read_bytes())
+    got = retrieve_all(engine, bench)
+    for old in Path(home).glob(f"retrieved-{bench.name}-*.pickle"):
+        old.unlink()
+    cache.write_bytes(pickle.dumps(got))
+    return got
+
+
 # -- the procedure ---------------------------------------------------------------------------------
 
 @dataclass

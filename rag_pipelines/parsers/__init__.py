@@ -116,8 +116,8 @@ OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"  # a compound file: legacy Offic
 # A parser whose Document for the same bytes changed gets a higher version: it is part of the content identity
 # of its files (content_id), so files indexed by the older parser are parsed again once (vectors come from the
 # cache). 2: streaming DOCX (text after an entity kept), EPUB chapters split at the table of contents' anchors,
-# PDF reading bounded by the limits.
-PARSER_VERSIONS = {"pdf": 2, "docx": 2, "epub": 2}
+# PDF reading bounded by the limits; Markdown's inline HTML read as its text (issue 35).
+PARSER_VERSIONS = {"pdf": 2, "docx": 2, "epub": 2, "markdown": 2}
 BOUNDED = frozenset({"pdf", "docx", "epub", "pptx", "xlsx", "odt", "ods", "odp", "image"})  # take the limits
 ZIPPED = frozenset({"docx", "epub", "pptx", "xlsx", "odt", "ods", "odp"})  # checked for zip bombs first
 READS_IMAGES = frozenset({"pdf", "image"})  # parsers that take an OcrRun
@@ -132,8 +132,14 @@ def source_type(suffix: str) -> str:
 def content_id(sha256: str, suffix: str, ocr: OcrSettings | None = None) -> str:
     """A file's content identity: its bytes' sha256, plus its parser's version when that is past the first, plus
     for a PDF or an image the OCR settings that read it (ocr_tag)."""
+    return sha256 + version_tag(suffix) + ocr_tag(suffix, ocr)
+
+
+def version_tag(suffix: str) -> str:
+    """The parser's version past the first ("~p2"), else "": part of a file's content identity and change stamp, so
+    files an older parser read are read again once."""
     version = PARSER_VERSIONS.get(source_type(suffix), 1)
-    return (sha256 if version == 1 else f"{sha256}~p{version}") + ocr_tag(suffix, ocr)
+    return "" if version == 1 else f"~p{version}"
 
 
 def ocr_tag(suffix: str, ocr: OcrSettings | None) -> str:
@@ -185,4 +191,4 @@ def _legacy(filename: str, suffix: str) -> str:
 
 
 __all__ = ["PARSERS", "PARSER_VERSIONS", "Limits", "OcrSettings", "ParseError", "content_id", "ocr_tag", "parse", "parse_canvas",
-           "parse_plain", "parse_text", "source_type"]
+           "parse_plain", "parse_text", "source_type", "version_tag"]
