@@ -26,6 +26,7 @@ import numpy as np
 import quality_sets as qs
 
 FOLDS = 5
+LEVERS_OFF: list[str] = []  # bench/quality.py --lever-off: part of the retrieval cache's key
 TEST_SETS = ("foam",)  # kept out of all fitting: the shipped defaults' figures there are held out
 RERANK_TOP = 30
 
@@ -141,13 +142,11 @@ def _retrieved(engine, bench: qs.BenchSet, home) -> dict:
     code = sorted((Path(rag_search.__file__).parent / "retrieval").rglob("*.py"))
     db = Path(home) / "rag.db"
     stamp = hashlib.sha256(repr((sorted(bench.queries.items()), db.stat().st_size, db.stat().st_mtime_ns,
-                                 [p.read_bytes() for p in code])).encode()).hexdigest()[:16]
+                                 [p.read_bytes() for p in code], sorted(LEVERS_OFF))).encode()).hexdigest()[:16]
     cache = Path(home) / f"retrieved-{bench.name}-{stamp}.pickle"
     if cache.exists():
         return pickle.loads(cache.read_bytes())
     got = retrieve_all(engine, bench)
-    for old in Path(home).glob(f"retrieved-{bench.name}-*.pickle"):
-        old.unlink()
     cache.write_bytes(pickle.dumps(got))
     return got
 

@@ -99,12 +99,14 @@ def apply_rerank(reranker: Reranker, query: str, candidates: list[Candidate], go
 def _fill_distances(store: Any, query: np.ndarray, candidates: list[Candidate]) -> None:
     """Cosine distances of each candidate's chunks that the vector side did not return (from the cache): its best
     chunk's, and the second-closest of its best and next matching chunks."""
-    from rag_search.store.vectors import fetch_vectors
+    from rag_search.embedders.centres import bits_centre_of
+    from rag_search.store.vectors import fetch_vectors, ranking_query
 
     wanted = [c for cand in candidates for c in cand.chunks]
     recorded = store.embedder
     vecs = fetch_vectors(store.conn, wanted, recorded[0] if recorded else None) if wanted else {}
-    q = query.astype(np.float32)
+    centre = bits_centre_of(recorded[0]) if recorded else None
+    q = ranking_query(query, centre).astype(np.float32)  # as the vector side measured them
     for cand in candidates:
         dists = sorted(float(1.0 - vecs[c] @ q) for c in cand.chunks if c in vecs)
         if cand.distance is None and cand.chunk_id in vecs:

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from rag_search.retrieval.filters import SqlFilter
-from rag_search.store.vectors import as_blob, bits_centre, bits_input, fetch_vectors
+from rag_search.store.vectors import as_blob, bits_centre, bits_input, fetch_vectors, ranking_query
 
 EXACT_SCOPE_LIMIT = 20_000  # up to this many chunks in scope, KNN is exact over float vectors
 COARSE_FACTOR = 2  # binary candidates per wanted result, before rescoring (see bench/vector_recall.py)
@@ -63,8 +63,11 @@ def plan(query: np.ndarray, limit: int, scope_size: int, collection_ids: tuple[i
 
 def run(conn: Any, query: np.ndarray, vplan: VectorPlan, limit: int,
         embedder_id: str | None = None) -> list[tuple[int, float]]:
-    """(chunk_id, cosine distance) nearest first, at most `limit`."""
-    params = vplan.params if vplan.exact else (bits_input(query, bits_centre(conn)), *vplan.params[1:])
+    """(chunk_id, cosine distance) nearest first, at most `limit`; around the index's centre if it records one
+    (store.vectors.ranking_query)."""
+    centre = bits_centre(conn)
+    first = as_blob(ranking_query(query, centre)) if vplan.exact else bits_input(query, centre)
+    params = (first, *vplan.params[1:])
     rows = conn.execute(vplan.sql, params).fetchall()
     if vplan.exact:
         rows.sort(key=lambda r: r[1])  # several partitions each return their own k
@@ -79,11 +82,12 @@ def query_bits(conn: Any, query: np.ndarray) -> bytes:
 
 def rescore(conn: Any, query: np.ndarray, rows: list, limit: int,
             embedder_id: str | None = None) -> list[tuple[int, float]]:
-    """Binary candidates re-ranked by their float vectors' cosine distance, at most `limit`."""
+    """Binary candidates re-ranked by their float vectors' cosine distance (around the index's centre if it records
+    one), at most `limit`."""
     candidates = fetch_vectors(conn, [cid for cid, _ in rows], embedder_id)
     if not candidates:
         return []
     ids = sorted(candidates)
-    sims = np.stack([candidates[i] for i in ids]) @ query.astype(np.float32)
+    sims = np.stack([candidates[i] for i in ids]) @ ranking_query(query, bits_centre(conn)).astype(np.float32)
     best = np.argsort(-sims, kind="stable")[:limit]  # equal similarity: the lower chunk id first, whatever the order
     return [(ids[j], float(1.0 - sims[j])) for j in best]
