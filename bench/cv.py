@@ -120,11 +120,10 @@ def _key(fusion: dict) -> tuple:
 
 def load_pool(bench: qs.BenchSet, home, engine_for) -> Pool:
     from rag_search.config import SearchSettings
-    from quality import retrieve_all
     from rerank_fit import _judgements
 
     engine = engine_for(home, SearchSettings(candidates=100))
-    got = retrieve_all(engine, bench)
+    got = _retrieved(engine, bench, home)
     docs = {i: bench.doc_of(uri) for i, uri in engine.store.conn.execute("SELECT id, uri FROM items")}
     metric, k = ("ndcg@10", 10) if bench.name in qs.BEIR_SETS else ("ndcg@5", 5)
     return Pool(bench, engine, got, docs, _judgements(bench), metric, k)

@@ -178,19 +178,17 @@ def held_out_report(args, benches: list[tuple[qs.BenchSet, Path]]) -> None:
               None if fitted.weights is None else {n: round(float(v), 3) for n, v in zip(FEATURES, fitted.weights)})
 
 
-LEVERS = ("request-words", "centring")  # issue 35's query-side changes, each can be turned off to measure what it buys
+LEVERS = ("centring",)  # issue 35's query-side changes that can be turned off to measure what they buy
 
 
 def levers_off(names: list[str]) -> None:
-    """Turn issue 35's query-side levers off in this process: `request-words` (keyword.REQUEST_WORDS are no
-    stopwords), `centring` (e5's float similarities around the raw query, not the query minus the centre)."""
-    from rag_search.retrieval import keyword, rerank, titles, vector
+    """Turn issue 35's query-side levers off in this process: `centring` (e5's float similarities around the raw
+    query, not the query minus the centre)."""
+    from rag_search.retrieval import vector
     from rag_search.store import vectors
 
     for name in names:
-        if name == "request-words":
-            keyword.STOPWORDS = titles.STOPWORDS = rerank.STOPWORDS = keyword.STOPWORDS - keyword.REQUEST_WORDS
-        elif name == "centring":
+        if name == "centring":
             vector.ranking_query = vectors.ranking_query = lambda query, centre: query
         else:
             raise SystemExit(f"--lever-off {name}: unknown; use one of {', '.join(LEVERS)}")

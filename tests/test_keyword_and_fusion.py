@@ -89,11 +89,3 @@ def test_a_long_pasted_query_is_bounded_to_its_first_terms():
     assert [t.text for t in parse_terms(query)] == words[:MAX_TERMS]
     assert query_words(query) == words[:MAX_TERMS]
 
-
-def test_words_of_a_request_are_dropped_when_its_subject_remains():
-    assert [t.text for t in parse_terms("how do I use templates?")] == ["templates"]
-    assert [t.text for t in parse_terms("I want a way to sync notes without git")] == ["sync", "notes", "without", "git"]
-    assert [t.text for t in parse_terms("is it possible to make something like a daily note")] == \
-        ["make", "like", "daily", "note"]  # command verbs (make, get, find) stay
-    assert [t.text for t in parse_terms("use")] == ["use"]  # alone, the word is the query
-    assert [t.text for t in parse_terms('"use strict" mode')] == ["use strict", "mode"]  # a quoted phrase stays whole

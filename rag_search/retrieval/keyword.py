@@ -37,12 +37,6 @@ STOPWORDS = frozenset(
     under until up very was we were what when where which while who whom why will with would you your yours
     yourself yourselves""".split()
 )
-# Words of a request rather than of its subject ("how do I use templates", "I want a way to ...", "is it possible to
-# ...", "something that ..."): dropped like the stopwords above (when other words remain) by the keyword side, the
-# names list and the feature reranker (issue 35). Verbs that name commands (make, get, find, show) stay.
-REQUEST_WORDS = frozenset("able also anything help instead just need please possible something thing things use using "
-                          "want way ways".split())
-STOPWORDS = STOPWORDS | REQUEST_WORDS
 
 _PHRASE = re.compile(r'"([^"]*)"')
 _EDGE_PUNCT = "\"'`.,;:!?()[]{}<>«»“”‘’"
