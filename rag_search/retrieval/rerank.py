@@ -138,11 +138,12 @@ def query_idf(conn: Any, query: str, n_items: int, df_cache: dict[str, int],
 FEATURES = ("fused", "bm25", "cosine", "coverage", "title", "proximity", "exact", "name", "idf_coverage",
             "idf_title", "idf_heading", "vector_rank", "second_cosine")
 SECOND_CHUNKS = 8  # chunks of an item (its best and next matching ones) the second-cosine feature reads
-# Fitted on every judged set at once, each weighted the same (SciFact train, the generated notes set, dendron,
-# vue-zh: `python bench/quality.py --fit-rerank`); figures in bench/RESULTS.md.
-DEFAULT_WEIGHTS = {"fused": 2.664, "bm25": 1.42, "cosine": 0.666, "coverage": 1.329, "title": 0.355, "proximity": 0.93,
-                   "exact": 0.179, "name": 0.138, "idf_coverage": 1.474, "idf_title": 0.346, "idf_heading": 0.332,
-                   "vector_rank": 0.947, "second_cosine": 0.677}
+# Fitted by bench/cv.py's procedure on every training set at once, each weighted the same (SciFact train, the
+# generated notes set, dendron, vue-zh, vue-zh-en; foam held out): `python bench/quality.py --fit`. Figures in
+# bench/RESULTS.md, "Held-out ranking (issue 35)".
+DEFAULT_WEIGHTS = {"fused": 2.54, "bm25": 1.162, "cosine": 0.881, "coverage": 0.729, "title": 0.752, "proximity": 0.618,
+                   "exact": 0.143, "name": 0.241, "idf_coverage": 0.955, "idf_title": 0.594, "idf_heading": 0.333,
+                   "vector_rank": 1.025, "second_cosine": 0.913}
 
 
 def tokens(text: str) -> list[str]:
