@@ -38,8 +38,9 @@ FIELD_OPEN = re.compile(r"[\[(]([A-Za-z][\w \-]*?)::")  # [key:: value] / (key::
 FIELD_CLOSE = re.compile(r"[\])]")
 CALLOUT = re.compile(r"^\[!(\w+)\][+-]?\s*")
 # An HTML tag in prose (not an autolink <https://...>: a scheme's ':' is no tag-name character), or an HTML comment
-# (without a '<' inside: each match stops at the next '<', so the scans never overlap). A contributors table of <td><a href=...><img src=...> rows was 60 of a page's 72 chunks,
-# all attributes and URLs: the vectors of such chunks sit near every query (issue 35).
+# (without a '<' inside: each match stops at the next '<', so the scans never overlap). A contributors table of
+# <td><a href=...><img src=...> rows was 60 of a page's 72 chunks, all attributes and URLs: the vectors of such
+# chunks sit near every query (issue 35).
 HTML_TAG = re.compile(r"<!--[^<]*?-->|</?([A-Za-z][A-Za-z0-9-]*)(?:\s[^<>\n]*)?/?>")
 INLINE_TAGS = frozenset("a abbr b bdi bdo cite code data del dfn em font i ins kbd mark q s samp small span strong sub "
                         "sup time u var".split())  # text on both sides runs on (<kbd>Ctrl</kbd>+K); others part words
