@@ -236,7 +236,7 @@ class SearchEngine:
         items = self._keyword_items(terms, where, limit, n_items, hybrid)
         got.item_rankings["keyword"] = items.ids
         got.item_bm25 = dict(zip(items.ids, items.scores))
-        got.found_share = unmatched.found_share(conn, terms, self._df_cache, self.embedder) if hybrid else 1.0
+        got.found_share = unmatched.found_share(terms, self.item_df, self.embedder) if hybrid else 1.0
         pins = got.found_share >= unmatched.PIN_MIN_SHARE
         if self.settings.exact_max_items and hybrid and pins:  # keyword mode: BM25 already puts rare terms first
             got.exact = self._exact_items(terms, where)
@@ -248,6 +248,10 @@ class SearchEngine:
             got.item_rankings["title"] = [m.item_id for m in matches]
             got.names = {m.item_id: m for m in matches}
             result.timings_ms["title"] = _ms(t0)
+
+    def item_df(self, term: keyword.Term) -> int:
+        """Items holding the term (cached per index state)."""
+        return keyword._df(self.store.conn, term, self._df_cache, keyword.ITEMS)
 
     def _keyword_chunks(self, terms, where: SqlFilter, limit: int, n_total: int, hybrid: bool) -> keyword.KeywordRun:
         """The filter goes inside the FTS query: FTS5 ranks every match whatever the LIMIT, so ranking the unfiltered
