@@ -88,4 +88,3 @@ def test_a_long_pasted_query_is_bounded_to_its_first_terms():
     query = " ".join(words)
     assert [t.text for t in parse_terms(query)] == words[:MAX_TERMS]
     assert query_words(query) == words[:MAX_TERMS]
-
