@@ -26,6 +26,7 @@ import numpy as np
 import quality_sets as qs
 
 FOLDS = 5
+LEVERS_OFF: list[str] = []  # bench/quality.py --lever-off: part of the retrieval cache's key
 TEST_SETS = ("foam",)  # kept out of all fitting: the shipped defaults' figures there are held out
 RERANK_TOP = 30
 
@@ -119,14 +120,34 @@ def _key(fusion: dict) -> tuple:
 
 def load_pool(bench: qs.BenchSet, home, engine_for) -> Pool:
     from rag_search.config import SearchSettings
-    from quality import retrieve_all
     from rerank_fit import _judgements
 
     engine = engine_for(home, SearchSettings(candidates=100))
-    got = retrieve_all(engine, bench)
+    got = _retrieved(engine, bench, home)
     docs = {i: bench.doc_of(uri) for i, uri in engine.store.conn.execute("SELECT id, uri FROM items")}
     metric, k = ("ndcg@10", 10) if bench.name in qs.BEIR_SETS else ("ndcg@5", 5)
     return Pool(bench, engine, got, docs, _judgements(bench), metric, k)
+
+
+def _retrieved(engine, bench: qs.BenchSet, home) -> dict:
+    """Every query's retrieval, kept on disk beside the index while the index, the queries and the retrieval code
+    are the same (a SciFact pass takes minutes on the shared machine)."""
+    import pickle
+    from pathlib import Path
+
+    import rag_search
+    from quality import retrieve_all
+
+    code = sorted((Path(rag_search.__file__).parent / "retrieval").rglob("*.py"))
+    db = Path(home) / "rag.db"
+    stamp = hashlib.sha256(repr((sorted(bench.queries.items()), db.stat().st_size, db.stat().st_mtime_ns,
+                                 [p.read_bytes() for p in code], sorted(LEVERS_OFF))).encode()).hexdigest()[:16]
+    cache = Path(home) / f"retrieved-{bench.name}-{stamp}.pickle"
+    if cache.exists():
+        return pickle.loads(cache.read_bytes())
+    got = retrieve_all(engine, bench)
+    cache.write_bytes(pickle.dumps(got))
+    return got
 
 
 # -- the procedure ---------------------------------------------------------------------------------

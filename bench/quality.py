@@ -178,6 +178,22 @@ def held_out_report(args, benches: list[tuple[qs.BenchSet, Path]]) -> None:
               None if fitted.weights is None else {n: round(float(v), 3) for n, v in zip(FEATURES, fitted.weights)})
 
 
+LEVERS = ("centring",)  # issue 35's query-side changes that can be turned off to measure what they buy
+
+
+def levers_off(names: list[str]) -> None:
+    """Turn issue 35's query-side levers off in this process: `centring` (e5's float similarities around the raw
+    query, not the query minus the centre)."""
+    from rag_search.retrieval import vector
+    from rag_search.store import vectors
+
+    for name in names:
+        if name == "centring":
+            vector.ranking_query = vectors.ranking_query = lambda query, centre: query
+        else:
+            raise SystemExit(f"--lever-off {name}: unknown; use one of {', '.join(LEVERS)}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--set", default="all", help=f"one of {', '.join(qs.all_set_names())}, or all")
@@ -192,7 +208,12 @@ def main() -> None:
     ap.add_argument("--config", help="a config.yaml to index and search with (e.g. another embedder)")
     ap.add_argument("--variant", default="", help="name of the index built with --config (bench/out/<set>-<variant>)")
     ap.add_argument("--rebuild", action="store_true", help="index the sets again from scratch")
+    ap.add_argument("--lever-off", default="", help=f"comma-separated levers to turn off: {', '.join(LEVERS)}")
     args = ap.parse_args()
+    levers_off([n for n in args.lever_off.split(",") if n])
+    import cv
+
+    cv.LEVERS_OFF[:] = [n for n in args.lever_off.split(",") if n]
     names = qs.all_set_names() if args.set == "all" else args.set.split(",")
     config = Path(args.config).read_text(encoding="utf-8") if args.config else None
     benches = []

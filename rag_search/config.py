@@ -67,16 +67,18 @@ class EmbedderSettings(_Section):
 
 class SearchSettings(_Section):
     top_k: int = Field(10, ge=1, le=200, description="Hits returned when the caller does not say.")
-    rrf_k: int = Field(10, ge=1, description="Reciprocal Rank Fusion constant k (measured: 10 beat 20 and 60).")
-    vector_weight: float = Field(0.5, ge=0, description="RRF weight of the vector (semantic) retriever.")
+    # rrf_k, the weights and the reranker's weights: chosen by cross-validation over every judged set (bench/cv.py,
+    # docs/ranking.md "How the defaults are chosen").
+    rrf_k: int = Field(5, ge=1, description="Reciprocal Rank Fusion constant k.")
+    vector_weight: float = Field(0.4, ge=0, description="RRF weight of the vector (semantic) retriever.")
     keyword_weight: float = Field(
-        0.5, ge=0, description="RRF weight of the keyword retriever over whole items (BM25 of an item's full text)."
+        0.6, ge=0, description="RRF weight of the keyword retriever over whole items (BM25 of an item's full text)."
     )
     keyword_chunk_weight: float = Field(
         0.0, ge=0, description="RRF weight of the keyword retriever over chunks (an item ranked by its best chunk)."
     )
     title_weight: float = Field(
-        0.5, ge=0, description="RRF weight of the names retriever (items whose title, alias or file name the query "
+        0.25, ge=0, description="RRF weight of the names retriever (items whose title, alias or file name the query "
                                "names; 0: off).",
     )
     candidates: int = Field(

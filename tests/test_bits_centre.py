@@ -93,7 +93,10 @@ def cone(tmp_path):
 
 
 def recall(found: list[list[int]], docs: np.ndarray, queries: np.ndarray) -> float:
-    truth = np.argsort(-(queries @ docs.T), axis=1)[:, :10]
+    """Share of the exact top 10 found; exact as the index ranks: around the centre (vectors.ranking_query)."""
+    centre = bits_centre_of(MultilingualEmbedder.id)
+    ranked = np.stack([vectors.ranking_query(q, centre) for q in queries])
+    truth = np.argsort(-(ranked @ docs.T), axis=1)[:, :10]
     return float(np.mean([len(set(f) & set(t)) / 10 for f, t in zip(found, truth)]))
 
 
@@ -151,3 +154,29 @@ def test_the_cli_refuses_then_reembeds_a_minilm_index_with_e5_and_back(tmp_path,
         assert store.embedder == (builtin_embedder.id, 384) and vectors.bits_centre(store.conn) is None
     english = CliRunner().invoke(cli, ["search", "--json", "undo the kube-proxy upgrade"], env=env)
     assert english.exit_code == 0 and json.loads(english.output)["hits"][0]["uri"].endswith("rollback.md")
+
+
+def test_float_ranking_is_around_the_centre_so_a_central_hub_loses(tmp_path):
+    """A chunk at the centre of e5's cone (markup, a link list) is near every query by raw cosine; around the centre
+    (vectors.ranking_query) the chunk about the query's own topic ranks first, in the exact KNN and in rescoring."""
+    centre = bits_centre_of(MultilingualEmbedder.id)
+    axis = centre / np.linalg.norm(centre)
+    rng = np.random.default_rng(5)
+    topic = rng.standard_normal(384).astype(np.float32)
+    topic -= (topic @ axis) * axis
+    topic /= np.linalg.norm(topic)
+
+    def unit(v):
+        return (v / np.linalg.norm(v)).astype(np.float32)
+
+    query, hub, page = unit(axis + 0.5 * topic), unit(axis + 0.05 * topic), unit(0.6 * axis + 0.8 * topic)
+    assert query @ hub > query @ page  # raw cosine: the hub first
+    store = Store.open(tmp_path / "rag.db")
+    store.bind_embedder(MultilingualEmbedder.id, 384)
+    with store.transaction() as conn:
+        vectors.insert_vectors(conn, [(1, 1, hub), (2, 1, page)])
+    exact = vector.plan(query, 2, 2, (), SqlFilter("1", ()))
+    assert exact.exact and [c for c, _ in vector.run(store.conn, query, exact, 2)] == [2, 1]
+    assert [c for c, _ in vector.rescore(store.conn, query, [(1, 0), (2, 0)], 2)] == [2, 1]
+    assert vectors.ranking_query(query, None) is query  # no centre (MiniLM): the query as it is
+    store.close()

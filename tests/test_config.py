@@ -16,7 +16,7 @@ EXAMPLE = Path(__file__).parents[1] / "config" / "local-rag.example.yaml"
 def test_missing_file_means_defaults(tmp_path):
     s = load_settings(tmp_path / "none.yaml")
     assert (s.embedder.provider, s.search.rrf_k, s.search.vector_weight, s.search.keyword_weight) == (
-        "builtin", 10, 0.5, 0.5)
+        "builtin", 5, 0.4, 0.6)
 
 
 def test_the_example_config_is_valid():

@@ -46,8 +46,8 @@ def test_the_names_list_puts_the_page_named_for_the_question_first(store, builti
     for n in range(2):
         add_doc(store, builtin_embedder, "help", f"Mentions {n}.md", MENTIONS * 3, title=f"Mentions {n}")
     off = SearchEngine(store, builtin_embedder, SearchSettings(title_weight=0, reranker="off"))
-    on = SearchEngine(store, builtin_embedder, SearchSettings(reranker="off"))
-    query = "how to use tags to organize notes"
+    on = SearchEngine(store, builtin_embedder, SearchSettings(reranker="off", keyword_weight=0.5, title_weight=0.5))
+    query = "how to use tags to organize notes"  # the names list at BM25's weight (the defaults: test below)
     assert off.search(SearchRequest(query, mode="keyword")).hits[0].key != "Tags.md"  # BM25 alone: the mentions win
     hit = on.search(SearchRequest(query, mode="keyword")).hits[0]
     assert hit.key == "Tags.md" and hit.item_ranks["title"] == 1  # what --explain shows

@@ -70,6 +70,39 @@ def test_comments_are_dropped_but_not_inside_code():
     assert "Before" in text and "after" in text and "hidden" not in text and 'printf("%%d %%s");' in text
 
 
+def test_inline_html_is_read_as_its_text_and_the_note_as_written_keeps_it():
+    row = ('<td align="center"><a href="https://github.com/ann"><img src="https://x/u/1?v=4" alt="Ann"/><br />'
+           '<sub><b>Ann Lee</b></sub></a><br /><a href="https://x/commits?author=ann" title="Code">💻</a></td>')
+    doc = md(f"# Thanks\n\n<!-- LIST:START -->\n<table>\n  <tr>\n    {row}\n  </tr>\n</table>\n\n"
+             "Press <kbd>Ctrl</kbd>+<kbd>K</kbd>, see <https://foam.dev/a> and `<div>` as code.\n")
+    text = all_text(doc)
+    assert "Ann Lee 💻" in text.split("\n")  # the text a reader sees
+    assert md("- a\n    <b>b</b> c\n").sections[0].text == "- a\n    b c"  # a line's own indent kept
+    assert "Press Ctrl+K, see <https://foam.dev/a> and `<div>` as code." in text  # an autolink and code stay
+    assert "href" not in text and "LIST:START" not in text
+    assert "<" not in text.replace("<https", "").replace("`<div>`", "")
+    assert row in doc.text and "<!-- LIST:START -->" in doc.text  # rag_get_document: as written
+
+
+def test_html_stripping_takes_linear_time_on_hostile_lines():
+    import time
+
+    for line in ("<a " * 20000, " " * 40000 + "x", "<!--" * 20000, "<a" + " b" * 20000):
+        t0 = time.perf_counter()
+        md(line + "\n")
+        assert time.perf_counter() - t0 < 1.0, line[:10]
+
+
+def test_a_parser_version_past_the_first_is_part_of_the_change_stamp(tmp_path):
+    from rag_pipelines import parsers
+
+    for name in ("a.md", "b.txt"):
+        (tmp_path / name).write_text("x")
+    stamps = FileSource(FileOptions(type="project", paths=(tmp_path,))).scan().items
+    assert stamps["a.md"].value.endswith(parsers.version_tag("md")) and parsers.version_tag("md") == "~p2"
+    assert stamps["b.txt"].value == f"1:{(tmp_path / 'b.txt').stat().st_mtime_ns}"  # version 1: the stamp as before
+
+
 # -- only real tags ------------------------------------------------------------------------------
 
 def test_fixture_notes_have_only_their_real_tags():

@@ -15,6 +15,7 @@ from rag_search.store import open_store
 from rag_search.store.pg import writes as pg_writes
 from rag_search.store.pg.connection import vector_text
 from rag_search.store.pg.schema import bits_centre
+from rag_search.store.vectors import ranking_query
 
 pytestmark = pytest.mark.postgres
 MINILM = "builtin/all-MiniLM-L6-v2-int8pc"
@@ -44,7 +45,10 @@ def filled(url: str, embedder_id: str, docs: np.ndarray):
 
 
 def recall(store, docs: np.ndarray, queries: np.ndarray) -> float:
-    truth = np.argsort(-(queries @ docs.T), axis=1)[:, :10]
+    """Share of the exact top 10 found; exact as the index ranks: around its centre, if any (vectors.ranking_query)."""
+    centre = bits_centre(store.conn)
+    ranked = np.stack([ranking_query(q, None if centre is None else pg_vector._parse(centre)) for q in queries])
+    truth = np.argsort(-(ranked @ docs.T), axis=1)[:, :10]
     found = [[cid for cid, _ in pg_vector._binary(store.conn, q, 10, "", [])] for q in queries]
     return float(np.mean([len(set(f) & set(t)) / 10 for f, t in zip(found, truth)]))
 

@@ -55,12 +55,12 @@ def test_a_foreign_question_is_answered_by_the_vector_side_not_by_a_word_one_not
 def test_the_share_of_found_words_scales_only_the_keyword_sides(store):
     engine = _engine(store, "multi")
     terms = parse_terms(QUERY)
-    assert found_share(store.conn, terms, {}, engine.embedder) == 1 / len(terms)
-    assert found_share(store.conn, parse_terms("export the note to pdf"), {}, engine.embedder) == 1.0
+    assert found_share(terms, engine.item_df, engine.embedder) == 1 / len(terms)
+    assert found_share(parse_terms("export the note to pdf"), engine.item_df, engine.embedder) == 1.0
     weights = scaled({"vector": 0.5, "keyword": 0.5, "keyword_chunks": 0.2, "title": 0.4}, 0.25)
     assert weights == {"vector": 0.5, "keyword": 0.125, "keyword_chunks": 0.05, "title": 0.1}
 
 
 def test_an_english_only_model_keeps_the_keyword_weights(store):
     engine = _engine(store, "en")
-    assert found_share(store.conn, parse_terms(QUERY), {}, engine.embedder) == 1.0
+    assert found_share(parse_terms(QUERY), engine.item_df, engine.embedder) == 1.0

@@ -121,8 +121,9 @@ OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"  # a compound file: legacy Offic
 # cache). 2: streaming DOCX (text after an entity kept), EPUB chapters split at the table of contents' anchors,
 # PDF reading bounded by the limits. 3 (2 for the others): a generic metadata title ("PowerPoint Presentation",
 # "Adobe Photoshop PDF", "Microsoft Word - x.doc": parsers/titles.py) gives way to the file's own name; a file with
-# no text is an item with no text, not a failure.
-PARSER_VERSIONS = {"pdf": 3, "docx": 3, "epub": 3, "pptx": 2, "xlsx": 2, "odt": 2, "ods": 2, "odp": 2, "html": 2}
+# no text is an item with no text, not a failure. Markdown 2: its inline HTML read as its text (issue 35).
+PARSER_VERSIONS = {"pdf": 3, "docx": 3, "epub": 3, "pptx": 2, "xlsx": 2, "odt": 2, "ods": 2, "odp": 2, "html": 2,
+                   "markdown": 2}
 BOUNDED = frozenset({"pdf", "docx", "epub", "pptx", "xlsx", "odt", "ods", "odp", "image"})  # take the limits
 ZIPPED = frozenset({"docx", "epub", "pptx", "xlsx", "odt", "ods", "odp"})  # checked for zip bombs first
 READS_IMAGES = frozenset({"pdf", "image"})  # parsers that take an OcrRun
@@ -137,8 +138,14 @@ def source_type(suffix: str) -> str:
 def content_id(sha256: str, suffix: str, ocr: OcrSettings | None = None) -> str:
     """A file's content identity: its bytes' sha256, plus its parser's version when that is past the first, plus
     for a PDF or an image the OCR settings that read it (ocr_tag)."""
+    return sha256 + version_tag(suffix) + ocr_tag(suffix, ocr)
+
+
+def version_tag(suffix: str) -> str:
+    """The parser's version past the first ("~p2"), else "": part of a file's content identity and change stamp, so
+    files an older parser read are read again once."""
     version = PARSER_VERSIONS.get(source_type(suffix), 1)
-    return (sha256 if version == 1 else f"{sha256}~p{version}") + ocr_tag(suffix, ocr)
+    return "" if version == 1 else f"~p{version}"
 
 
 def ocr_tag(suffix: str, ocr: OcrSettings | None) -> str:
@@ -190,4 +197,4 @@ def _legacy(filename: str, suffix: str) -> str:
 
 
 __all__ = ["PARSERS", "PARSER_VERSIONS", "Limits", "OcrSettings", "ParseError", "content_id", "ocr_tag", "parse", "parse_canvas",
-           "parse_plain", "parse_text", "source_type"]
+           "parse_plain", "parse_text", "source_type", "version_tag"]

@@ -3,7 +3,8 @@
 Handles YAML (or JSON) frontmatter, wikilinks [[a]] [[a|b]] [[a#h]] [[a^b]], embeds ![[x]] (stripped
 and recorded), Markdown links, tags (frontmatter `tags`/`tag`, and inline #tags including nested #a/b
 by Obsidian's rules, see parsers.markdown_spans), Dataview query blocks (skipped) and `key:: value`
-inline fields, callouts, %%comments%% (dropped). Sections follow ATX headings. Code is kept verbatim:
+inline fields, callouts, %%comments%% and <!-- comments --> (dropped), inline HTML (its tags dropped, the text
+between them kept: what a reader sees). Sections follow ATX headings. Code is kept verbatim:
 fenced blocks (also inside callouts), inline `code` and $math$ never produce headings, tags or links,
 and link syntax inside them is not rewritten. Document.text is the note as written (frontmatter and
 comments left out): what rag_get_document returns.
@@ -36,6 +37,14 @@ INLINE_FIELD_LINE = re.compile(r"^\s*(?:[-*+]\s+)?([A-Za-z][\w \-]*?)::\s*(.*)$"
 FIELD_OPEN = re.compile(r"[\[(]([A-Za-z][\w \-]*?)::")  # [key:: value] / (key:: value), value up to FIELD_CLOSE
 FIELD_CLOSE = re.compile(r"[\])]")
 CALLOUT = re.compile(r"^\[!(\w+)\][+-]?\s*")
+# An HTML tag in prose (not an autolink <https://...>: a scheme's ':' is no tag-name character), or an HTML comment
+# (without a '<' inside: each match stops at the next '<', so the scans never overlap). A contributors table of
+# <td><a href=...><img src=...> rows was 60 of a page's 72 chunks, all attributes and URLs: the vectors of such
+# chunks sit near every query (issue 35).
+HTML_TAG = re.compile(r"<!--[^<]*?-->|</?([A-Za-z][A-Za-z0-9-]*)(?:\s[^<>\n]*)?/?>")
+INLINE_TAGS = frozenset("a abbr b bdi bdo cite code data del dfn em font i ins kbd mark q s samp small span strong sub "
+                        "sup time u var".split())  # text on both sides runs on (<kbd>Ctrl</kbd>+K); others part words
+BLANKS = re.compile(r"[ \t]{2,}")
 DAILY = re.compile(r"(\d{4})-(\d{2})-(\d{2})")
 SKIP_FENCES = {"dataview", "dataviewjs"}
 DATE_KEYS = ("date", "created", "creation_date", "created_at", "updated", "modified")
@@ -202,7 +211,7 @@ class _Body:
                 text = MD_LINK.sub(self._mdlink, WIKILINK.sub(self._wikilink, text))
             else:
                 scan.append(text)
-            out.append(text)
+            out.append(_without_html(text) if "<" in text else text)
         scanned = "".join(scan)
         if "#" in scanned:
             self.tags += tags_in(scanned)
@@ -231,6 +240,17 @@ class _Body:
             if note:
                 self.links.append(re.sub(r"\.md$", "", note))
         return text
+
+
+def _without_html(text: str) -> str:
+    """Prose with its HTML tags and comments dropped: the text between them, one blank where they stood (the
+    line's own indent kept)."""
+    bare = HTML_TAG.sub(lambda m: "" if (m.group(1) or "").lower() in INLINE_TAGS else " ", text)
+    if bare == text:
+        return text
+    indent = text[: len(text) - len(text.lstrip(" \t"))]
+    bare = BLANKS.sub(" ", bare).lstrip(" \t")
+    return indent + (bare if text[-1:].isspace() else bare.rstrip(" \t"))
 
 
 def parse_markdown(data: bytes, filename: str, mtime_ns: int | None = None) -> Document:

@@ -176,8 +176,9 @@ class FileSource(BaseSource):
         return labels == [None] or any(key.startswith(f"{lb}/") for lb in labels if lb)
 
     def _stamp(self, suffix: str, st: os.stat_result) -> str:
-        """Size and mtime, and what OCR reads the file with (parsers.ocr_tag): a change of either reads it again."""
-        return f"{st.st_size}:{st.st_mtime_ns}{parsers.ocr_tag(suffix, self.ocr)}"
+        """Size and mtime, the parser's version and what OCR reads the file with (parsers.version_tag, ocr_tag): a change
+        of any reads it again."""
+        return f"{st.st_size}:{st.st_mtime_ns}{parsers.version_tag(suffix)}{parsers.ocr_tag(suffix, self.ocr)}"
 
     def same_content(self, key: str, sha256: str | None) -> bool:
         entry = (self._entries or {}).get(key)

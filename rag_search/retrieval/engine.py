@@ -33,7 +33,7 @@ from rag_search.retrieval.rerank import (Candidate, FeatureReranker, Reranker, a
 from rag_search.retrieval.snippets import snippet, term_pattern
 from rag_search.retrieval.titles import NameMatch
 from rag_search.store import Store
-from rag_search.store.vectors import check_embedder, fetch_vectors, recorded_embedder
+from rag_search.store.vectors import check_embedder, fetch_vectors, ranking_query, recorded_embedder
 
 Mode = Literal["hybrid", "keyword", "semantic"]
 MODES: tuple[str, ...] = ("hybrid", "keyword", "semantic")
@@ -309,7 +309,7 @@ class SearchEngine:
         items = beside.result() if beside is not None else self._keyword_items(terms, where, limit, n_items, hybrid)
         got.item_rankings["keyword"] = items.ids
         got.item_bm25 = dict(zip(items.ids, items.scores))
-        got.found_share = unmatched.found_share(conn, terms, self._df_cache, self.embedder) if hybrid else 1.0
+        got.found_share = unmatched.found_share(terms, self.item_df, self.embedder) if hybrid else 1.0
         pins = got.found_share >= unmatched.PIN_MIN_SHARE
         if self.settings.exact_max_items and hybrid and pins:  # keyword mode: BM25 already puts rare terms first
             got.exact = self._exact_items(terms, where)
@@ -321,6 +321,10 @@ class SearchEngine:
             got.item_rankings["title"] = [m.item_id for m in matches]
             got.names = {m.item_id: m for m in matches}
             result.timings_ms["title"] = _ms(t0)
+
+    def item_df(self, term: keyword.Term) -> int:
+        """Items holding the term (cached per index state)."""
+        return keyword._df(self.store.conn, term, self._df_cache, keyword.ITEMS)
 
     def _keyword_chunks(self, terms, where: SqlFilter, limit: int, n_total: int, hybrid: bool) -> keyword.KeywordRun:
         """The filter goes inside the FTS query: FTS5 ranks every match whatever the LIMIT, so ranking the unfiltered
@@ -351,6 +355,7 @@ class SearchEngine:
         self._checked()
         t0 = time.perf_counter()
         qvec = got.query_vector = pending.get()
+        got.embedder_id = recorded[0]
         result.timings_ms["embed_query"] = pending.ms  # the model's time; in hybrid it ran beside the keyword side
         if _ms(t0) >= 0.1:
             result.timings_ms["embed_wait"] = _ms(t0)  # what the vector side waited for it
@@ -411,20 +416,22 @@ class SearchEngine:
         dates = bits.date_test(filters) if filters is not None else None
 
         def rescore(rows: list) -> list[tuple[int, float]]:  # float vectors read by their cache rows
-            return vector.rescore(conn, qvec, rows, limit, eid, bits.cache_rows([c for c, _ in rows]), vectors)
+            return vector.rescore(conn, qvec, rows, limit, eid, bits.cache_rows([c for c, _ in rows]), vectors,
+                                  bits.centre_of())
 
         qbits = vector.query_bits(conn, qvec, bits.centre_of())
+        rqvec = ranking_query(qvec, bits.centre_of())  # the signs' dot product with it ranks as rescoring will
         if scope >= RAM_RESCORE_WIDE_FROM:
             k *= RAM_RESCORE_FACTOR
         if rest.empty:
-            return rescore(bits.nearest(qbits, k, coll_ids, query=qvec))
+            return rescore(bits.nearest(qbits, k, coll_ids, query=rqvec))
         if rest.ids_sql is not None:  # facet-only (tags, metadata): listing a few of its chunks costs ~0.3 us each
             ids = [r[0] for r in conn.execute(f"{rest.ids_sql} LIMIT ?", (*rest.params, FACET_IDS_MAX + 1))]
             if len(ids) <= FACET_IDS_MAX:
-                return rescore(bits.nearest(qbits, k, coll_ids, chunk_ids=np.array(ids, dtype=np.int64), query=qvec))
+                return rescore(bits.nearest(qbits, k, coll_ids, chunk_ids=np.array(ids, dtype=np.int64), query=rqvec))
         wide = k * OVERFETCH
         for _ in range(2):
-            near = bits.nearest(qbits, wide, coll_ids, query=qvec)
+            near = bits.nearest(qbits, wide, coll_ids, query=rqvec)
             ids = [cid for cid, _ in near]
             ok = dates.passing(ids) if dates else passing(conn, ids, rest)
             kept = [r for r in near if r[0] in ok]
@@ -435,7 +442,7 @@ class SearchEngine:
             wide = min(int(wide * k / max(len(kept), 1) * 1.5), 50 * k)  # a fair share passes: look further
         ids = dates.every() if dates else np.fromiter((r[0] for r in conn.execute(rest.ids_query(), rest.params)),
                                                       dtype=np.int64)
-        return rescore(bits.nearest(qbits, k, coll_ids, chunk_ids=ids, query=qvec))
+        return rescore(bits.nearest(qbits, k, coll_ids, chunk_ids=ids, query=rqvec))
 
     # -- rerank, chunks, hits -----------------------------------------------------------------
 

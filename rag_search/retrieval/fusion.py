@@ -112,6 +112,7 @@ class Retrieved:
     item_bm25: dict[int, float] = field(default_factory=dict)  # whole-item BM25 (FTS5 rank, lower is better)
     chunk_distance: dict[int, float] = field(default_factory=dict)  # cosine distance of vector candidates
     query_vector: np.ndarray | None = None
+    embedder_id: str | None = None  # the index's embedder, which the vectors (and their centre) are of
     vectors: dict[int, np.ndarray] = field(default_factory=dict)  # float vectors read this query (rescoring)
     exact: dict[int, list[str]] = field(default_factory=dict)  # item → rare query terms only it (or few) hold
     names: dict[int, NameMatch] = field(default_factory=dict)  # item → its name the query best covers (titles.py)

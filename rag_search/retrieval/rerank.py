@@ -79,7 +79,7 @@ def apply_rerank(reranker: Reranker, query: str, candidates: list[Candidate], go
     for n, c in enumerate(candidates, start=1):
         c.fused_rank = n
     if got.query_vector is not None and store is not None:
-        _fill_distances(store, got.query_vector, candidates, got.vectors)
+        _fill_distances(store, got.query_vector, candidates, got.vectors, got.embedder_id)
     deadline = time.monotonic() + budget_s
     note = None
     try:
@@ -96,18 +96,24 @@ def apply_rerank(reranker: Reranker, query: str, candidates: list[Candidate], go
     return order, scores, note
 
 
-def _fill_distances(store: Any, query: np.ndarray, candidates: list[Candidate], known: dict | None = None) -> None:
+def _fill_distances(store: Any, query: np.ndarray, candidates: list[Candidate], known: dict | None = None,
+                    embedder_id: str | None = None) -> None:
     """Cosine distances of each candidate's chunks that the vector side did not return (from the cache): its best
-    chunk's, and the second-closest of its best and next matching chunks. known: vectors read already."""
-    from rag_search.store.vectors import fetch_vectors
+    chunk's, and the second-closest of its best and next matching chunks. known: vectors read already;
+    embedder_id: the index's (read from the store when not given)."""
+    from rag_search.embedders.centres import bits_centre_of
+    from rag_search.store.vectors import fetch_vectors, ranking_query
 
     known = known or {}
+    if embedder_id is None:
+        recorded = store.embedder
+        embedder_id = recorded[0] if recorded else None
     vecs = {c: known[c] for cand in candidates for c in cand.chunks if c in known}
     wanted = [c for cand in candidates for c in cand.chunks if c not in vecs]
     if wanted:
-        recorded = store.embedder
-        vecs.update(fetch_vectors(store.conn, wanted, recorded[0] if recorded else None))
-    q = query.astype(np.float32)
+        vecs.update(fetch_vectors(store.conn, wanted, embedder_id))
+    centre = bits_centre_of(embedder_id) if embedder_id else None
+    q = ranking_query(query, centre).astype(np.float32)  # as the vector side measured them
     for cand in candidates:
         dists = sorted(float(1.0 - vecs[c] @ q) for c in cand.chunks if c in vecs)
         if cand.distance is None and cand.chunk_id in vecs:
@@ -139,11 +145,12 @@ def query_idf(conn: Any, query: str, n_items: int, df_cache: dict[str, int],
 FEATURES = ("fused", "bm25", "cosine", "coverage", "title", "proximity", "exact", "name", "idf_coverage",
             "idf_title", "idf_heading", "vector_rank", "second_cosine")
 SECOND_CHUNKS = 8  # chunks of an item (its best and next matching ones) the second-cosine feature reads
-# Fitted on every judged set at once, each weighted the same (SciFact train, the generated notes set, dendron,
-# vue-zh: `python bench/quality.py --fit-rerank`); figures in bench/RESULTS.md.
-DEFAULT_WEIGHTS = {"fused": 2.664, "bm25": 1.42, "cosine": 0.666, "coverage": 1.329, "title": 0.355, "proximity": 0.93,
-                   "exact": 0.179, "name": 0.138, "idf_coverage": 1.474, "idf_title": 0.346, "idf_heading": 0.332,
-                   "vector_rank": 0.947, "second_cosine": 0.677}
+# Fitted by bench/cv.py's procedure on every training set at once, each weighted the same (SciFact train, the
+# generated notes set, dendron, vue-zh, vue-zh-en; foam held out): `python bench/quality.py --fit`. Figures in
+# bench/RESULTS.md, "Held-out ranking (issue 35)".
+DEFAULT_WEIGHTS = {"fused": 2.54, "bm25": 1.162, "cosine": 0.881, "coverage": 0.729, "title": 0.752, "proximity": 0.618,
+                   "exact": 0.143, "name": 0.241, "idf_coverage": 0.955, "idf_title": 0.594, "idf_heading": 0.333,
+                   "vector_rank": 1.025, "second_cosine": 0.913}
 
 
 # \w over ASCII text is [0-9A-Za-z_]: every other byte becomes a space, then split (4x the regex's speed; the reranker

@@ -39,7 +39,7 @@ MARKS = (CHANGED, DELETED, UNCHECKED)
 STAT_INSIDE = {"recording": "meta.json"}
 # items that are one of many in their uri's file: only its disappearance is checked
 CONTAINER_TYPES = ("event",)
-_FILE_STAMP = re.compile(r"(\d+):(\d+)(?::fresh)?")
+_FILE_STAMP = re.compile(r"(\d+):(\d+)(?::fresh)?(?:~\S*)?")  # ~p2, ~ocr-...: the parser's version, the OCR settings
 
 
 def stale_marks(store: Store, item_ids: list[int], roots: SourceRoots | None = None) -> dict[int, str]:
@@ -105,8 +105,9 @@ def _holds_something(folder: str) -> bool:
 
 
 def file_stamp(stamp: str | None) -> tuple[int, int] | None:
-    """(size, mtime_ns) of a file's change stamp ("size:mtime_ns"; a recording's may end in ":fresh"), the newest
-    the index holds: a run that finds a touched file unchanged records its new stamp, not its size and mtime."""
+    """(size, mtime_ns) of a file's change stamp ("size:mtime_ns", then what read it: "~p2", "~ocr-..."; a recording's
+    may end in ":fresh"), the newest the index holds: a run that finds a touched file unchanged records its new
+    stamp, not its size and mtime."""
     m = _FILE_STAMP.fullmatch(stamp or "")
     return (int(m[1]), int(m[2])) if m else None
 

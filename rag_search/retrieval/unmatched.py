@@ -11,7 +11,7 @@ language, lower as more of its words are foreign. Only for embedders that read s
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Callable
 
 KEYWORD_SIDES = ("keyword", "keyword_chunks", "title")
 # Below this share the query is mostly foreign words: a word of it that one item happens to hold ("mit", "des") is no
@@ -19,13 +19,12 @@ KEYWORD_SIDES = ("keyword", "keyword_chunks", "title")
 PIN_MIN_SHARE = 0.5
 
 
-def found_share(conn: Any, terms: list, df_cache: dict[str, int], embedder: object) -> float:
-    """Share of the query's terms found in at least one item (1.0 for an English-only embedder or no terms)."""
-    from rag_search.retrieval.keyword import ITEMS, _df
-
+def found_share(terms: list, item_df: Callable[[object], int], embedder: object) -> float:
+    """Share of the query's terms found in at least one item (1.0 for an English-only embedder or no terms).
+    item_df: items holding a term, as the store counts them (SearchEngine.item_df)."""
     if not terms or getattr(embedder, "languages", "multi") == "en" or embedder is None:
         return 1.0
-    return sum(_df(conn, t, df_cache, ITEMS) > 0 for t in terms) / len(terms)
+    return sum(item_df(t) > 0 for t in terms) / len(terms)
 
 
 def scaled(weights: dict[str, float], share: float) -> dict[str, float]:

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from rag_search.retrieval.filters import SqlFilter
-from rag_search.store.vectors import as_blob, bits_centre, bits_input, fetch_vectors
+from rag_search.store.vectors import as_blob, bits_centre, bits_input, fetch_vectors, ranking_query
 
 EXACT_SCOPE_LIMIT = 20_000  # up to this many chunks in scope, KNN is exact over float vectors
 COARSE_FACTOR = 2  # binary candidates per wanted result, before rescoring (see bench/vector_recall.py)
@@ -63,13 +63,16 @@ def plan(query: np.ndarray, limit: int, scope_size: int, collection_ids: tuple[i
 
 def run(conn: Any, query: np.ndarray, vplan: VectorPlan, limit: int,
         embedder_id: str | None = None) -> list[tuple[int, float]]:
-    """(chunk_id, cosine distance) nearest first, at most `limit`."""
-    params = vplan.params if vplan.exact else (bits_input(query, bits_centre(conn)), *vplan.params[1:])
+    """(chunk_id, cosine distance) nearest first, at most `limit`; around the index's centre if it records one
+    (store.vectors.ranking_query)."""
+    centre = bits_centre(conn)
+    first = as_blob(ranking_query(query, centre)) if vplan.exact else bits_input(query, centre)
+    params = (first, *vplan.params[1:])
     rows = conn.execute(vplan.sql, params).fetchall()
     if vplan.exact:
         rows.sort(key=lambda r: r[1])  # several partitions each return their own k
         return [(int(cid), float(d)) for cid, d in rows[:limit]]
-    return rescore(conn, query, rows, limit, embedder_id)
+    return rescore(conn, query, rows, limit, embedder_id, centre=centre)
 
 
 READ = object()
@@ -83,16 +86,20 @@ def query_bits(conn: Any, query: np.ndarray, centre: Any = READ) -> bytes:
 
 
 def rescore(conn: Any, query: np.ndarray, rows: list, limit: int, embedder_id: str | None = None,
-            cache_rows: dict[int, int] | None = None, keep: dict | None = None) -> list[tuple[int, float]]:
-    """Binary candidates re-ranked by their float vectors' cosine distance, at most `limit`.
+            cache_rows: dict[int, int] | None = None, keep: dict | None = None,
+            centre: Any = READ) -> list[tuple[int, float]]:
+    """Binary candidates re-ranked by their float vectors' cosine distance (around the index's centre if it records
+    one), at most `limit`.
 
-    cache_rows: see fetch_vectors; keep: a dict the vectors read are added to."""
+    cache_rows: see fetch_vectors; keep: a dict the vectors read are added to; centre: the index's, when the caller
+    has it."""
+    centre = bits_centre(conn) if centre is READ else centre
     candidates = fetch_vectors(conn, [cid for cid, _ in rows], embedder_id, cache_rows)
     if keep is not None:
         keep.update(candidates)
     if not candidates:
         return []
     ids = sorted(candidates)
-    sims = np.stack([candidates[i] for i in ids]) @ query.astype(np.float32)
+    sims = np.stack([candidates[i] for i in ids]) @ ranking_query(query, centre).astype(np.float32)
     best = np.argsort(-sims, kind="stable")[:limit]  # equal similarity: the lower chunk id first, whatever the order
     return [(ids[j], float(1.0 - sims[j])) for j in best]

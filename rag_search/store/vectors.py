@@ -97,6 +97,17 @@ def bits_input(vector: np.ndarray, centre: np.ndarray | None) -> bytes:
 EQUIVALENT = {frozenset({"builtin/all-MiniLM-L6-v2-int8pc", "builtin/all-MiniLM-L6-v2-int8"})}
 
 
+def ranking_query(query: np.ndarray, centre: np.ndarray | None) -> np.ndarray:
+    """The query that float similarities are taken with. Around a recorded centre (an embedder whose vectors lie in a
+    narrow cone, e5): the query minus the centre, unit length, so chunks rank by q.d - c.d: a chunk near the centre of
+    all texts (markup, link lists, boilerplate: near every query, a hub) loses what being central gave it. Foam's
+    questions in 8 languages over its English pages: Hit@3 0.50 -> 0.79 (docs/multilingual.md)."""
+    if centre is None:
+        return query
+    moved = np.asarray(query, dtype=np.float32) - centre
+    return moved / (np.linalg.norm(moved) or 1.0)
+
+
 def same_vectors(a: str, b: str) -> bool:
     return a == b or any({a, b} <= group for group in EQUIVALENT)
 

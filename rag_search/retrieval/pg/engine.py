@@ -53,6 +53,9 @@ class PgSearchEngine(SearchEngine):
         return pg_keyword.search(self.store.conn, terms, where, limit, n_items, self._df_cache, pg_keyword.ITEMS,
                                  may_skip=hybrid)
 
+    def item_df(self, term: Term) -> int:
+        return pg_keyword.df(self.store.conn, term, self._df_cache, pg_keyword.ITEMS)
+
     def _exact_items(self, terms, where: SqlFilter) -> dict[int, list[str]]:
         return pg_keyword.exact_items(self.store.conn, terms, where, self.settings.exact_max_items)
 

@@ -14,6 +14,7 @@ from rag_search.retrieval.filters import SqlFilter
 from rag_search.retrieval.vector import EXACT_SCOPE_LIMIT
 from rag_search.store.pg.connection import vector_text
 from rag_search.store.pg.schema import bits_centre, bits_sql
+from rag_search.store.vectors import ranking_query
 
 # Hamming candidates per wanted row, rescored by their float vectors. At 1M chunks a default search (150 rows)
 # finds 0.876 of the exact top 10 with 600 candidates, 0.952 with 2,000, 0.972 with 4,000 (p50 19 / 39 / 53 ms;
@@ -24,13 +25,14 @@ COARSE_MIN = 1000
 
 def knn(conn: Any, query: np.ndarray, limit: int, scope: int, collection_ids: tuple[int, ...],
         rest: SqlFilter) -> tuple[list[tuple[int, float]], bool]:
-    """(chunk id, cosine distance) of the `limit` nearest chunks passing the filters, and whether it was exact."""
-    q = vector_text(query)
+    """(chunk id, cosine distance) of the `limit` nearest chunks passing the filters, and whether it was exact; around
+    the index's centre if it records one (store.vectors.ranking_query)."""
     where, params = _where(collection_ids, rest)
     if scope > EXACT_SCOPE_LIMIT:
         rows = _binary(conn, query, limit, where, params)
         if len(rows) >= limit:
             return rows, False
+    q = vector_text(_ranked(query, bits_centre(conn)))
     rows = conn.execute(f"SELECT v.chunk_id, v.embedding <=> ?::vector AS d FROM chunk_vec v{where} "
                         "ORDER BY d, v.chunk_id LIMIT ?", (q, *params, limit)).fetchall()
     return [(int(c), float(d)) for c, d in rows], True
@@ -49,12 +51,17 @@ def _where(collection_ids: tuple[int, ...], rest: SqlFilter) -> tuple[str, list[
     return (joins + (" WHERE " + " AND ".join(parts) if parts else "")), params
 
 
+def _ranked(query: np.ndarray, centre: str | None) -> np.ndarray:
+    return ranking_query(query, None if centre is None else _parse(centre))
+
+
 def _binary(conn: Any, query: np.ndarray, limit: int, where: str, params: list[Any]) -> list[tuple[int, float]]:
-    """Hamming candidates from the HNSW index over the sign bits, rescored by cosine distance."""
-    wide, q, dims = max(limit * COARSE_FACTOR, COARSE_MIN), vector_text(query), len(query)
+    """Hamming candidates from the HNSW index over the sign bits (the stored vectors' minus the centre), rescored by
+    cosine distance to the ranking query (around the centre: its signs are the query's bits)."""
+    wide, dims = max(limit * COARSE_FACTOR, COARSE_MIN), len(query)
     with conn.raw.transaction():
         centre = bits_centre(conn)
-        coarse = q if centre is None else vector_text(np.asarray(query, dtype=np.float32) - _parse(centre))
+        q = coarse = vector_text(_ranked(query, centre))
         conn.execute("SELECT set_config('hnsw.ef_search', ?, true), set_config('hnsw.iterative_scan', "
                      "'relaxed_order', true)", (str(min(max(wide, 40), 1000)),))
         rows = conn.execute(binary_sql(where, dims, centre), (q, *params, coarse, wide, limit)).fetchall()
