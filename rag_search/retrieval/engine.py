@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -22,6 +22,7 @@ from rag_search.errors import QueryError
 from rag_search.records import Hit, chunk_body
 from rag_search.retrieval import keyword, titles, vector
 from rag_search.retrieval.bit_matrix import BitMatrix
+from rag_search.retrieval.corpus import Corpus
 from rag_search.retrieval.filters import Filters, SqlFilter, build_where, passing
 from rag_search.retrieval.fusion import FusedItem, Fused, Retrieved, fuse_chunks, fuse_items, item_ranking
 from rag_search.retrieval.rerank import (Candidate, FeatureReranker, Reranker, apply_rerank, load_reranker,
@@ -65,6 +66,9 @@ class SearchRequest:
     rerank: bool | None = None  # None: as configured (search.reranker); False: never; True: the configured one
     # the query's vector when the caller embedded it already (a batch of queries embedded at once): not embedded again
     query_vector: np.ndarray | None = field(default=None, compare=False, repr=False)
+    # the collections the caller may see: word statistics are theirs only (retrieval/corpus.py); None: the owner's
+    # whole index
+    scope: tuple[str, ...] | None = None
 
 
 @dataclass
@@ -80,12 +84,14 @@ class SearchResult:
     rerank_note: str | None = None  # why reranking stopped early or was skipped
     exact_terms: list[str] = field(default_factory=list)  # rare terms whose items were put first
     timings_ms: dict[str, float] = field(default_factory=dict)
+    corpus: Any = field(default=None, repr=False, compare=False)  # the scope's word statistics (request.scope)
 
 
 class SearchEngine:
     """Answers SearchRequests against one Store with one Embedder (loaded lazily by the embedder)."""
 
     name_lookups = None  # titles.search's backend: rag.db's FTS5 tables
+    scoped_stats = True  # word statistics over a request's scope (retrieval/corpus.py); PostgreSQL: not yet
 
     def __init__(self, store: Store, embedder: Embedder | None, settings: SearchSettings | None = None,
                  reranker: Reranker | None = None, bits_in_ram: bool = False):
@@ -99,6 +105,7 @@ class SearchEngine:
         self._df_cache_size = -1
         self._counts: dict[tuple[int, ...] | str, int] = {}  # chunks per scope, and "items"
         self._counts_stamp: tuple[int, int] | None = None
+        self._corpora: dict[tuple[int, ...], Corpus] = {}  # per scope, for one index state (_counts_stamp)
 
     @property
     def weights(self) -> dict[str, float]:
@@ -150,6 +157,7 @@ class SearchEngine:
         result.chunks_in_index = self._scope_size(coll_ids)
         if result.chunks_in_index == 0:
             return None
+        result.corpus = self.corpus(request.scope)
         got = Retrieved()
         terms = keyword.parse_terms(request.query)
         if request.mode in ("hybrid", "keyword"):
@@ -191,7 +199,7 @@ class SearchEngine:
         conn = self.store.conn
         stamp = self._stamp()
         if self._counts_stamp != stamp:
-            self._counts, self._counts_stamp = {}, stamp
+            self._counts, self._counts_stamp, self._corpora = {}, stamp, {}
         if coll_ids not in self._counts:
             if not coll_ids:
                 n = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
@@ -200,6 +208,19 @@ class SearchEngine:
                 n = conn.execute(sql, coll_ids).fetchone()[0]
             self._counts[coll_ids] = n
         return self._counts[coll_ids]
+
+    def corpus(self, scope: tuple[str, ...] | None) -> Corpus | None:
+        """The word statistics of the collections `scope` names (those that exist), kept while the index does not
+        change; None for the whole index (no scope, or a store without scoped statistics). Call with the lock held."""
+        if scope is None or not self.scoped_stats:
+            return None
+        self._scope_size(())  # resets the cached figures when the index changed
+        marks = ",".join("?" * len(scope)) or "NULL"
+        ids = tuple(sorted(r[0] for r in self.store.conn.execute(
+            f"SELECT id FROM collections WHERE name IN ({marks})", tuple(scope))))
+        if ids not in self._corpora:
+            self._corpora[ids] = Corpus(self.store.conn, ids)
+        return self._corpora[ids]
 
     def _stamp(self) -> tuple[int, int]:
         """Changes whenever the index does (commits by other connections, and this connection's own writes)."""
@@ -222,17 +243,17 @@ class SearchEngine:
 
     def _keyword(self, terms, filters: Filters, coll_ids, limit: int, result: SearchResult, got: Retrieved) -> None:
         t0 = time.perf_counter()
-        conn = self.store.conn
+        conn, corpus = self.store.conn, result.corpus
         n_chunks = result.chunks_in_index if not coll_ids else self._scope_size(())
         if n_chunks != self._df_cache_size:  # document frequencies are only valid for one index state
             self._df_cache, self._df_cache_size = {}, n_chunks
         where = build_where(filters, coll_ids)
         hybrid = result.request.mode == "hybrid"
-        run = self._keyword_chunks(terms, where, limit * CHUNK_DEPTH, n_chunks, hybrid)
+        run = self._keyword_chunks(terms, where, limit * CHUNK_DEPTH, n_chunks, hybrid, corpus=corpus)
         result.keyword_expression, result.keyword_dropped, result.keyword_rare = run.expression, run.dropped, run.rare
         got.chunk_rankings["keyword_chunks"] = run.ids
-        n_items = self._items_count()
-        items = self._keyword_items(terms, where, limit, n_items, hybrid)
+        n_items = self._items_count() if corpus is None else corpus.rows(keyword.ITEMS)
+        items = self._keyword_items(terms, where, limit, n_items, hybrid, corpus=corpus)
         got.item_rankings["keyword"] = items.ids
         got.item_bm25 = dict(zip(items.ids, items.scores))
         if self.settings.exact_max_items and hybrid:  # keyword mode: BM25 already puts rare terms first
@@ -241,23 +262,26 @@ class SearchEngine:
         if self.settings.title_weight > 0:
             t0 = time.perf_counter()
             matches = titles.search(conn, result.request.query, terms, where, limit, n_items, self._df_cache,
-                                    self.name_lookups)
+                                    self.name_lookups if corpus is None else _ScopedNames(corpus))
             got.item_rankings["title"] = [m.item_id for m in matches]
             got.names = {m.item_id: m for m in matches}
             result.timings_ms["title"] = _ms(t0)
 
-    def _keyword_chunks(self, terms, where: SqlFilter, limit: int, n_total: int, hybrid: bool) -> keyword.KeywordRun:
+    def _keyword_chunks(self, terms, where: SqlFilter, limit: int, n_total: int, hybrid: bool,
+                        corpus: Corpus | None = None) -> keyword.KeywordRun:
         """The filter goes inside the FTS query: FTS5 ranks every match whatever the LIMIT, so ranking the unfiltered
         matches first and filtering them after costs a second ranking whenever too few pass (100k chunks, tag filter:
         keyword p95 45 -> 23 ms; at 1M no filter shape got slower)."""
-        run = keyword.search(self.store.conn, terms, where, limit, n_total, self._df_cache, may_skip=hybrid)
+        run = keyword.search(self.store.conn, terms, where, limit, n_total, self._df_cache, may_skip=hybrid,
+                             corpus=corpus)
         run.ids = run.ids[:limit]
         return run
 
-    def _keyword_items(self, terms, where: SqlFilter, limit: int, n_items: int, hybrid: bool) -> keyword.KeywordRun:
+    def _keyword_items(self, terms, where: SqlFilter, limit: int, n_items: int, hybrid: bool,
+                       corpus: Corpus | None = None) -> keyword.KeywordRun:
         """Items by BM25 over their whole text (items_fts)."""
         return keyword.search(self.store.conn, terms, where, limit, n_items, self._df_cache, may_skip=hybrid,
-                              table=keyword.ITEMS)
+                              table=keyword.ITEMS, corpus=corpus)
 
     def _exact_items(self, terms, where: SqlFilter) -> dict[int, list[str]]:
         return keyword.exact_items(self.store.conn, terms, where, self.settings.exact_max_items)
@@ -358,7 +382,7 @@ class SearchEngine:
         t0 = time.perf_counter()
         head = items[: self.settings.rerank_top]
         self._choose_chunks(head, keyword.parse_terms(request.query), request.filters, result)
-        candidates = self.candidates(request.query, head, got)
+        candidates = self.candidates(request.query, head, got, result.corpus)
         order, scores, note = apply_rerank(reranker, request.query, candidates, got,
                                            self.settings.rerank_budget_ms / 1000, self.store)
         for item, score in zip(head, scores):
@@ -368,9 +392,10 @@ class SearchEngine:
         result.timings_ms["rerank"] = _ms(t0)
         return reranked
 
-    def candidates(self, query: str, head: list[FusedItem], got: Retrieved) -> list[Candidate]:
+    def candidates(self, query: str, head: list[FusedItem], got: Retrieved,
+                   corpus: Corpus | None = None) -> list[Candidate]:
         """The fused head as a reranker sees it (its chunks chosen first: `_choose_chunks`)."""
-        idf = self._idf(query)
+        idf = self._idf(query) if corpus is None else corpus.query_idf(query)
         candidates = [Candidate.of(i, got, t) for i, t in zip(head, self._item_texts(head))]
         for c in candidates:
             c.idf = idf
@@ -411,7 +436,7 @@ class SearchEngine:
     def _best_chunks(self, item_ids: list[int], terms, where: SqlFilter, result: SearchResult) -> dict[int, int]:
         expr = result.keyword_expression or keyword.match_expression(terms)
         return keyword.best_chunks(self.store.conn, item_ids, expr, where, probe=result.keyword_rare, terms=terms,
-                                   df_cache=self._df_cache)
+                                   df_cache=self._df_cache, corpus=result.corpus)
 
     def _item_hits(self, items: list[FusedItem], pattern) -> list[Hit]:
         ids = [i.chunk_id for i in items if i.chunk_id is not None]
@@ -449,6 +474,16 @@ class SearchEngine:
             (json.dumps(list(dict.fromkeys(chunk_ids))),),
         ).fetchall()
         return {r[0]: r for r in rows}
+
+
+class _ScopedNames(titles._Fts5Lookups):
+    """titles.search's lookups with the scope's document frequencies (rag.db's candidates and stems)."""
+
+    def __init__(self, corpus: Corpus):
+        self.corpus = corpus
+
+    def df(self, conn, term, cache, table) -> int:
+        return self.corpus.df(term, table)
 
 
 def pinned_items(got: Retrieved) -> list[int]:
