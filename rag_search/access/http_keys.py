@@ -35,6 +35,7 @@ FORGET_AFTER = 900.0  # seconds without a wrong key after which an address start
 STRONG_KEY = 32  # characters: a key this long is not guessed by trying (`users add` makes 48)
 MAX_ADDRESSES = 10_000  # addresses remembered; the longest idle ones are forgotten first
 AUTH_ERROR = -32001  # JSON-RPC server error code of a refused request
+USER_SCOPE = "local_rag.user"  # the ASGI scope key naming the request's users.User
 
 NO_KEY = ("This server needs a key: send it as the header `Authorization: Bearer <key>` (in Claude Code: "
           "--header; see the README's \"One server for a household or a team\"). Its owner makes one with "
@@ -124,7 +125,9 @@ class Refusal:
 
 class KeyAuth:
     """ASGI middleware: a request runs as the user of its key; without keys configured (and only then, on
-    loopback when `open_when_keyless`) as the owner."""
+    loopback when `open_when_keyless`) as the owner. The request's scope names the user (USER_SCOPE), which
+    mcp/http.py hands to the MCP SDK as its authenticated principal, so an MCP session answers only the user who
+    opened it: another user's key with its session id is told the session does not exist."""
 
     def __init__(self, app, access: Access):
         self.app, self.access = app, access
@@ -141,7 +144,7 @@ class KeyAuth:
         if isinstance(user, Refusal):
             return await _refuse(send, user)
         with users.acting_as(user):
-            await self.app(scope, receive, send)
+            await self.app({**scope, USER_SCOPE: user}, receive, send)
 
 
 def client_address(scope) -> str:

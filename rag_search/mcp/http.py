@@ -170,7 +170,7 @@ def secure_app(server, allowed: Allowed, keys=None, web=None, proxies=()):
         allowed_hosts=sorted(allowed.hosts) + [f"{h}:*" for h in sorted(allowed.hosts)],
         allowed_origins=sorted(allowed.origins),
     )
-    app = server.streamable_http_app(transport_security=security)
+    app = SessionOwner(server.streamable_http_app(transport_security=security))
     app = keys(app) if keys else app
     if web is not None:
         from rag_search.web.mount import BesideMcp
@@ -182,6 +182,27 @@ def secure_app(server, allowed: Allowed, keys=None, web=None, proxies=()):
 
         app = TrustedProxies(app, proxies)
     return app
+
+
+class SessionOwner:
+    """ASGI middleware: the request's user (http_keys.KeyAuth put it in the scope) as the MCP SDK's authenticated
+    principal; the SDK's session manager answers a session only to the principal that opened it ("Session not
+    found" to any other, as for an id it never made)."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        from rag_search.access.http_keys import USER_SCOPE
+
+        user = scope.get(USER_SCOPE)
+        if user is not None:
+            from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+            from mcp.server.auth.provider import AccessToken
+
+            token = AccessToken(token="(the key is not kept)", client_id=f"local-rag:{user.id}", scopes=[])
+            scope = {**scope, "user": AuthenticatedUser(token)}
+        await self.app(scope, receive, send)
 
 
 def is_loopback(host: str) -> bool:

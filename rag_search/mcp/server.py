@@ -133,7 +133,20 @@ def _ctx() -> RagContext:
 
 def status(ctx: RagContext) -> dict[str, Any]:
     """rag_status: the index's figures and the config file in use (and why an edit of it is not)."""
-    return {**mcp_reads.status(ctx), "config": ctx.config_state()}
+    return {**mcp_reads.status(ctx), "config": config_state(ctx)}
+
+
+BROKEN_CONFIG = ("The server's configuration file has an error, so the server runs on its last good settings; its "
+                 "owner sees the details (`local-rag status`, the server's log).")
+
+
+def config_state(ctx: RagContext) -> dict[str, Any]:
+    """The config file in use for the owner (where it is, when it was read, why an edit is not in use); for a
+    person with a key only whether the server runs on its last good settings (the file names other users)."""
+    state = ctx.config_state()
+    if users.visible(ctx.paths) is None:
+        return state
+    return {"loaded": state.get("loaded")} | ({"note": BROKEN_CONFIG} if state.get("error") else {})
 
 
 def _fail(exc: RagError) -> ToolError:
@@ -332,7 +345,7 @@ def _resources(mcp: MCPServer) -> None:
         return as_json({"totals": st["totals"], "last_indexed": st["last_indexed"], "embedder": st["embedder"],
                         "collections": {c["name"]: {"items": c["items"], "failed": c["failed"],
                                                     "last_indexed": c["last_indexed"]} for c in st["collections"]},
-                        "config": _ctx().config_state()})
+                        "config": config_state(_ctx())})
 
     @mcp.resource("ingestion://stats", mime_type="application/json",
                   description="Per source: items matched, indexed, failed, chunks, last scan and why a source was skipped.")
