@@ -20,6 +20,7 @@ from document_builders import epub_file
 from fakes import HashEmbedder
 
 from rag_search.config import Paths
+from rag_search.file_updates import private_folder
 from rag_search.people import PeopleDirectory, Person
 from rag_search.retrieval import SearchEngine
 from rag_search.store import Store
@@ -81,7 +82,7 @@ def build(tmp: Path) -> WebHome:
     from rag_pipelines.indexing import items, scan
 
     paths = Paths.from_env({"LOCAL_RAG_HOME": str(tmp / "home")})
-    paths.home.mkdir(parents=True)
+    private_folder(paths.home)  # as local-rag makes it: 0700
     store, embedder = Store.open(paths.db), HashEmbedder()
     for cfg in map(validate_collection, _collections(tmp)):
         sources = scan.open_sources(cfg)
