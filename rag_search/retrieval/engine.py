@@ -153,7 +153,7 @@ class SearchEngine:
         """Each retriever's candidates (None: nothing indexed in scope). Call with the store lock held."""
         top_k = request.top_k or self.settings.top_k
         limit = max(self.settings.candidates, top_k)  # items wanted from each retriever
-        coll_ids = self._collection_ids(request.filters.collections)
+        coll_ids = self._collection_ids(request.filters.collections, request.scope)
         result.chunks_in_index = self._scope_size(coll_ids)
         if result.chunks_in_index == 0:
             return None
@@ -185,12 +185,15 @@ class SearchEngine:
         return fuse_items(got.item_rankings, got.chunk_rankings, got.item_of, self.weights, self.chunk_weights,
                           self.settings.rrf_k, pinned, strengths)
 
-    def _collection_ids(self, names: tuple[str, ...]) -> tuple[int, ...]:
+    def _collection_ids(self, names: tuple[str, ...], scope: tuple[str, ...] | None = None) -> tuple[int, ...]:
+        """The collections' ids; QueryError for a name not in the index, naming the known ones (of `scope` only)."""
         ids = []
         for name in dict.fromkeys(names):
             row = self.store.conn.execute("SELECT id FROM collections WHERE name = ?", (name,)).fetchone()
-            if row is None:
-                raise QueryError(f"No collection named '{name}'. {self.store.known_collections_hint()}")
+            if row is None or (scope is not None and name not in scope):
+                known = self.store.known_collections_hint() if scope is None else \
+                    "Collections you can read: " + (", ".join(sorted(scope)) or "none yet") + "."
+                raise QueryError(f"No collection named '{name[:200]}'. {known}")
             ids.append(row[0])
         return tuple(ids)
 

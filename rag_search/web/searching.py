@@ -91,7 +91,11 @@ def search(backend: Backend, query: Query, allowed: frozenset[str] | None) -> An
         return answer
     t0 = time.perf_counter()
     try:
-        filters = resolve_filters(check_filters(_scoped(query.filters(), allowed)), backend.people)
+        filters = _scoped(query.filters(), allowed, _existing(backend))
+        if filters is None:  # only collections of theirs that are not indexed yet
+            answer.empty_index = True
+            return answer
+        filters = resolve_filters(check_filters(filters), backend.people)
         scope = None if allowed is None else tuple(sorted(allowed))
         result = search_with_relevance(backend.engine, SearchRequest(check_query(query.q), top_k=query.top,
                                                                      mode=query.mode, filters=filters, scope=scope))
@@ -103,12 +107,14 @@ def search(backend: Backend, query: Query, allowed: frozenset[str] | None) -> An
     people = _participants(backend, [h.chunk_id for h in result.hits])
     floor = backend.engine.settings.weaker_below
     for h in result.hits:
-        (answer.hits if (h.relevance or 0.0) >= floor else answer.weaker).append(hit_view(h, people.get(h.chunk_id, [])))
+        shown = answer.hits if (h.relevance or 0.0) >= floor else answer.weaker
+        shown.append(hit_view(h, people.get(h.chunk_id, [])))
     return answer
 
 
-def _scoped(filters: Filters, allowed: frozenset[str] | None) -> Filters:
-    """The filters narrowed to the allowed collections; naming another one is 'no such collection'."""
+def _scoped(filters: Filters, allowed: frozenset[str] | None, existing: set[str]) -> Filters | None:
+    """The filters narrowed to the allowed collections that are indexed (None: none of those asked for is yet);
+    naming another one is 'no such collection'."""
     if allowed is None:
         return filters
     for name in filters.collections:
@@ -116,7 +122,13 @@ def _scoped(filters: Filters, allowed: frozenset[str] | None) -> Filters:
             raise NotFound(f"No collection named '{name[:80]}'. Pick one from the list.")
     if not allowed:
         raise NotFound("No collection is shared with you yet. Ask the owner of this index to share one.")
-    return Filters(**{**filters.__dict__, "collections": filters.collections or tuple(sorted(allowed))})
+    names = tuple(n for n in (filters.collections or sorted(allowed)) if n in existing)
+    return Filters(**{**filters.__dict__, "collections": names}) if names else None
+
+
+def _existing(backend: Backend) -> set[str]:
+    with backend.store.lock:
+        return {r[0] for r in backend.store.conn.execute("SELECT name FROM collections")}
 
 
 def _participants(backend: Backend, chunk_ids: list[int]) -> dict[int, list[str]]:
