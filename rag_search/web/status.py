@@ -92,6 +92,8 @@ def status(backend: Backend, allowed: frozenset[str] | None, dagster_ui: str | N
                      "failed": 0, "chunks": 0, "last_indexed": None} for n in configured(backend) if seen(n)
                     and n not in indexed]
     runs, runs_note = last_runs(backend, [c["name"] for c in collections])
+    if allowed is not None and runs_note:  # where the server keeps its files is the owner's business
+        runs_note = runs_note.split(" (")[0] + "."
     for c in collections:
         run = runs.get(c["name"])
         c["run"] = run and {**run, "url": f"{dagster_ui.rstrip('/')}/runs/{run['run_id']}" if dagster_ui else None}
