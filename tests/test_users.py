@@ -47,6 +47,7 @@ def run(*args):
 def test_users_add_prints_a_key_once_and_keeps_only_its_hash_and_the_rest_of_the_file(home):
     out = run("add", "ann", "--collections", "family,recipes", "-c", "garden", "--root", "/srv/ann")
     assert out.exit_code == 0, out.output
+    assert "/srv/ann does not exist yet" in out.stderr and "only once mcp.allowed_roots" in out.stderr
     key = out.stdout.strip()
     assert key.startswith("lrag_") and len(key) > 40 and "\n" not in key
     text = home.config.read_text()

@@ -164,6 +164,28 @@ def _explain(app: App, name: str, entry: dict, with_key: bool = True) -> None:
     missing = [c for c in grants if c not in indexed]
     if missing and not entry.get("admin"):
         say(f"Not in the index (yet): {', '.join(missing)}. Known: {', '.join(sorted(indexed)) or 'none'}.")
+    for line in _root_notes(app, name, entry.get("roots", [])):
+        say(line)
+
+
+def _root_notes(app: App, name: str, roots: list[str]) -> list[str]:
+    """What keeps a user's rag_index from adding folders under their roots: a root that does not exist yet, or one
+    outside your home folder that mcp.allowed_roots does not allow (every folder an assistant adds must pass both)."""
+    from pathlib import Path
+
+    from rag_search.access.roots import OUTSIDE, refusal
+    from rag_search.config import load_settings
+
+    allowed = load_settings(app.paths.config).mcp.allowed_roots
+    out = []
+    for root in roots:
+        folder = Path(root).expanduser().resolve()
+        if not folder.is_dir():
+            out.append(f"Note: {folder} does not exist yet; create it before '{name}' adds folders under it.")
+        if refusal(folder, allowed) == OUTSIDE:
+            out.append(f"Note: {folder} is outside your home folder, so '{name}' can add folders under it only once "
+                       f"mcp.allowed_roots in {app.paths.config} lists it (or a folder above it).")
+    return out
 
 
 def _list_collections(app: App):
