@@ -53,6 +53,9 @@ class SyntheticQueryEmbedder:
         self.model.embed_query(text)
         return self.vector_of(text)
 
+    def embed_documents(self, texts):  # a query's vector before the search (the relevance of its hits needs it)
+        return np.stack([self.embed_query(t) for t in texts])
+
 
 def open_db(n: int, base: np.ndarray) -> Store:
     OUT.mkdir(exist_ok=True)

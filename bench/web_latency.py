@@ -1,6 +1,6 @@
 """The search page measured through a browser: keystroke → results drawn, p50/p95, at 10k and 100k chunks; page weight.
 
-    python bench/web_latency.py [--sizes 10000 100000] [--queries 100] [--delay 50]
+    python bench/web_latency.py [--sizes 10000 100000] [--queries 100] [--delay 50] [--person]
 
 Uses query_latency.py's synthetic indexes (bench/out/synthetic-v3-N.db, built once) and its query embedder (the
 real model embeds each query). The page (rag_search.web) is served by uvicorn on 127.0.0.1 as `local-rag serve`
@@ -9,7 +9,9 @@ key by key (`--delay` ms apart, a fast typist: faster than the page's debounce, 
 page's own script stamps the time from the last key's input event to the frame after the results were inserted
 (app.js: document.body.dataset.drawnMs). Reported: that time (it includes the 120 ms debounce) and the same less
 the debounce (the search request and the drawing). Page weight: the HTML of a results page, app.js and app.css,
-as sent (the server does not compress) and gzipped.
+as sent (the server does not compress) and gzipped. `--person`: searched as a person with a key (who sees every
+collection here): word statistics are counted over their collections (retrieval/corpus.py), the owner's are the
+index's own.
 """
 
 from __future__ import annotations
@@ -78,11 +80,23 @@ def weight(base: str, q: str) -> str:
     return f"page weight: {raw / 1024:.1f} KB as sent ({packed / 1024:.1f} KB gzipped): {each}"
 
 
+class PersonGate(TokenGate):
+    """No sign-in, but a person's explicit collections (all of them): their searches take the scoped path."""
+
+    def __init__(self, names: frozenset[str]):
+        super().__init__(None)
+        self.names = names
+
+    def collections_for(self, principal):
+        return self.names
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     ap.add_argument("--queries", type=int, default=100)
     ap.add_argument("--delay", type=int, default=50, help="ms between keys")
+    ap.add_argument("--person", action="store_true", help="search as a person with a key (scoped statistics)")
     args = ap.parse_args()
     base_vectors, held_out = real_embeddings(OUT)
     embedder = SyntheticQueryEmbedder(held_out)
@@ -92,11 +106,13 @@ def main() -> None:
         engine = SearchEngine(store, embedder, bits_in_ram=True)
         engine.bit_matrix.wait()
         paths = Paths.from_env({"LOCAL_RAG_HOME": tempfile.mkdtemp(prefix="web-bench-")})
-        base, server = serve(web_app(Backend(paths, store, engine), TokenGate(None)))
+        names = frozenset(r[0] for r in store.conn.execute("SELECT name FROM collections"))
+        gate = PersonGate(names) if args.person else TokenGate(None)
+        base, server = serve(web_app(Backend(paths, store, engine), gate))
         times = measure(base, qs, args.delay)
         p50, p95 = percentiles(times)
         less = percentiles([t - DEBOUNCE_MS for t in times])
-        print(f"{n:,} chunks, {len(times)} queries typed {args.delay} ms/key: keystroke → results drawn "
+        print(f"{n:,} chunks{' (a person with a key)' if args.person else ''}, {len(times)} queries typed {args.delay} ms/key: keystroke → results drawn "
               f"p50 {p50:.0f} ms, p95 {p95:.0f} ms (less the {DEBOUNCE_MS} ms debounce: p50 {less[0]:.0f} ms, "
               f"p95 {less[1]:.0f} ms)", flush=True)
         print("  " + weight(base, qs[0].replace(" ", "+")), flush=True)

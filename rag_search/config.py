@@ -103,6 +103,12 @@ class SearchSettings(_Section):
         100.0, gt=0, description="Time the reranker may take per query; past it the fused order stands."
     )
     rerank_model: str | None = Field(None, description="Ollama reranker: the embedding model (default bge-m3).")
+    weaker_below: float = Field(
+        0.5, ge=0, le=1,
+        description="For people (the search page, `local-rag search`): hits whose relevance (0..1) is below this are "
+                    "folded away as weaker matches, and none above it reads 'nothing found'; 0: every hit is shown. "
+                    "MCP answers keep every hit (min_score is the agent's).",
+    )
 
 
 class McpSettings(_Section):
@@ -125,6 +131,11 @@ class UserSettings(_Section):
     key_sha256: str = Field(
         ..., pattern=r"^[0-9a-f]{64}$",
         description="SHA-256 (hex) of the user's key; `local-rag users add` writes it. The key itself is never stored.",
+    )
+    id: str | None = Field(
+        None, pattern=r"^u:[0-9a-f]{16,64}$",
+        description="The user's stable id (`local-rag users add` makes one): collections they add with rag_index "
+                    "belong to it, so a later user given the same name does not inherit them. Unset: the name.",
     )
     collections: list[str] = Field(
         default_factory=list,
@@ -149,6 +160,15 @@ class ServerSettings(_Section):
         None, description="Certificate (PEM) for `serve --tls`; unset = a self-signed one made in the home.",
     )
     tls_key: str | None = Field(None, description="Private key (PEM) of tls_cert.")
+    trusted_proxies: list[str] = Field(
+        default_factory=list,
+        description="Reverse proxies (addresses or networks, e.g. 127.0.0.1 or 10.0.0.0/8) whose X-Forwarded-For and "
+                    "X-Forwarded-Proto the HTTP server believes; empty = the connection's own address counts.",
+    )
+    dagster_url: str | None = Field(
+        None, description="The Dagster UI's address as people's browsers reach it (e.g. https://nas.example:3000), "
+                          "for the search page's run links; unset = links only for browsers on this machine.",
+    )
 
 
 class PeopleSettings(_Section):

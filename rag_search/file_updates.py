@@ -6,6 +6,9 @@ Writers: registry.yaml (`local-rag index`, the MCP `rag_index` tool), config.yam
 the records of what AI assistants and users added (mcp-collections.json, users-collections.json). Two
 `local-rag index project NEW` at once used to rewrite registry.yaml from what each had read, and one collection was
 lost. The lock is a separate file (`.NAME.lock`), so the target itself can be replaced while it is held.
+
+`private_folder` makes the folders these files live in (the local-rag home first of all) readable by their owner
+only (0700): the home holds keys' hashes, sessions, queries and the index; new files in it are 0600.
 """
 
 from __future__ import annotations
@@ -17,11 +20,26 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator
 
+from rag_search.errors import ConfigError
+
+
+def private_folder(folder: Path) -> Path:
+    """`folder`, made (with its missing parents) readable by its owner only when it does not exist yet; a folder
+    that cannot be made is a ConfigError saying what to do (never a traceback)."""
+    if folder.is_dir():
+        return folder
+    try:
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    except OSError as exc:
+        raise ConfigError(f"Cannot create the folder {folder} ({exc.strerror or exc}). Create it yourself, or point "
+                          "LOCAL_RAG_HOME at a folder you can write.") from exc
+    return folder
+
 
 @contextmanager
 def locked(path: Path) -> Iterator[None]:
     """Hold the exclusive lock of `path` (waits for another process's change to finish)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_folder(path.parent)
     fd = os.open(path.parent / f".{path.name}.lock", os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)

@@ -89,10 +89,12 @@ def write_config(home: Path, extra: dict | None = None) -> dict[str, str]:
     """config.yaml with ann's and bob's users; returns their keys (made as `local-rag users add` makes them)."""
     from rag_search.access import users
 
+    from rag_search.file_updates import write_atomic
+
     keys = {name: users.new_key() for name in GRANTS}
-    config = {"users": {name: {"key_sha256": users.key_hash(keys[name]), "collections": GRANTS[name]}
-                        for name in GRANTS}} | (extra or {})
-    (home / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    config = {"users": {name: {"key_sha256": users.key_hash(keys[name]), "id": users.new_id(),
+                               "collections": GRANTS[name]} for name in GRANTS}} | (extra or {})
+    write_atomic(home / "config.yaml", yaml.safe_dump(config, sort_keys=False), mode=0o600)  # as `users add` does
     return keys
 
 
@@ -110,6 +112,11 @@ class Server:
     fingerprint: str  # as the server printed it
     stderr: Path
 
+    @property
+    def base(self) -> str:
+        """The search page's address."""
+        return self.url.removesuffix("mcp")
+
     def ssl_context(self) -> ssl.SSLContext:
         return ssl.create_default_context(cafile=str(self.cert))
 
@@ -118,13 +125,13 @@ class Server:
         self.proc.wait(timeout=60)
 
 
-def start_server(home: Path, *args: str) -> Server:
-    """`local-rag serve --http --tls` on a free loopback port, once its startup lines are out."""
+def start_server(home: Path, *args: str, tls: bool = True) -> Server:
+    """`local-rag serve --http` (with `tls`: `--tls`) on a free loopback port, once its startup lines are out."""
     port = free_port()
     err = home / f"serve-{port}.err"
     env = {**os.environ, "LOCAL_RAG_HOME": str(home), "DAGSTER_HOME": str(home / "dagster")}
-    proc = subprocess.Popen([EXE, "serve", "--http", "--tls", "--port", str(port), *args], env=env,
-                            stdout=subprocess.DEVNULL, stderr=err.open("w"))
+    proc = subprocess.Popen([EXE, "serve", "--http", *(["--tls"] if tls else []), "--port", str(port), *args],
+                            env=env, stdout=subprocess.DEVNULL, stderr=err.open("w"))
     deadline = time.time() + 90
     while "Query log" not in err.read_text() or not _listening(port):
         if proc.poll() is not None or time.time() > deadline:
@@ -132,7 +139,8 @@ def start_server(home: Path, *args: str) -> Server:
             raise AssertionError(f"serve did not start: {err.read_text()}")
         time.sleep(0.1)
     found = re.search(r"SHA-256 fingerprint: ([0-9A-F:]{95})", err.read_text())
-    return Server(proc, f"https://localhost:{port}/mcp", home / "tls" / "cert.pem", found.group(1) if found else "",
+    scheme, name = ("https", "localhost") if tls else ("http", "127.0.0.1")
+    return Server(proc, f"{scheme}://{name}:{port}/mcp", home / "tls" / "cert.pem", found.group(1) if found else "",
                   err)
 
 

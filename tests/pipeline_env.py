@@ -8,6 +8,7 @@ from pathlib import Path
 import yaml
 
 from rag_search.config import Paths
+from rag_search.file_updates import private_folder
 
 VAULT = Path(__file__).parent / "fixtures" / "vault"
 
@@ -17,8 +18,7 @@ def make_home(tmp_path: Path, monkeypatch, extra_collections: dict | None = None
     shutil.copytree(VAULT, vault)
     (vault / ".git").mkdir()
     (vault / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
-    home = tmp_path / "home"
-    home.mkdir()
+    home = private_folder(tmp_path / "home")  # as local-rag makes it: 0700
     config = {
         "collections": {
             "notes": {

@@ -431,7 +431,7 @@ def test_a_user_adds_folders_only_under_their_roots_and_sees_only_what_they_adde
     with users.acting_as(ann):
         assert not call("rag_index", {"collection": "ann-notes", "path": "~/Notes/Work"})[0]
         is_error, msg = call("rag_index", {"collection": "elsewhere", "path": "~/Other"})
-        assert is_error and f"may add folders under {user / 'Notes'}" in msg and "users.ann.roots" in msg
+        assert is_error and f"under your roots ({user / 'Notes'})" in msg
     assert users.made(paths) == {"ann": ["ann-notes"]} and "elsewhere" not in registry(paths)
     add_doc(store, fake_embedder, "ann-notes", "plan.md", "ann's plan")  # what the run indexed
     add_doc(store, fake_embedder, "shared", "list.md", "a shared list")
@@ -440,12 +440,31 @@ def test_a_user_adds_folders_only_under_their_roots_and_sees_only_what_they_adde
     with users.acting_as(bob):
         assert [c["name"] for c in json.loads(call("rag_list_collections", {})[1])["collections"]] == ["shared"]
         for args, said in [({"collection": "ann-notes"}, "No collection named 'ann-notes' that you can index"),
-                           ({"collection": "ann-notes", "path": "~/Other"}, "name 'ann-notes' is taken"),
-                           ({"collection": "nope"}, "No collection named 'nope' that you can index"),
-                           ({"collection": "mine", "path": "~/Other"}, "may add folders anywhere on this server yet")]:
+                           ({"collection": "nope"}, "No collection named 'nope' that you can index")]:
             is_error, msg = call("rag_index", args)
             assert is_error and said in msg and str(user / "Notes") not in msg, (args, msg)
+        # a name another user holds reads as any folder bob may not add: one answer, whichever the reason
+        taken = call("rag_index", {"collection": "ann-notes", "path": "~/Other"})
+        refused = call("rag_index", {"collection": "ann-notez", "path": "~/Other"})
+        assert taken[0] and refused[0] and taken[1].replace("ann-notes", "X") == refused[1].replace("ann-notez", "X")
+        assert "none yet: ask the server's owner" in taken[1]
     assert ran == [["ann-notes"]]
+
+
+def test_what_a_user_added_belongs_to_their_id_not_their_name(rag, user):
+    """A user removed and a new one given the same name: the new one does not see what the old one added."""
+    from rag_search.access import users
+
+    paths, _, _ = rag
+    old = users.User("ann", frozenset(), (str(user / "Notes"),), uid="u:" + "1" * 24)
+    users.remember_made(paths, old, "ann-notes")
+    new = users.User("ann", frozenset(), (), uid="u:" + "2" * 24)
+    assert users.visible(paths, old) == {"ann-notes"} and users.visible(paths, new) == frozenset()
+    legacy = users.User("ann")  # written before ids: their name is their id, as the records it made say
+    users.remember_made(paths, legacy, "legacy-notes")
+    assert users.visible(paths, legacy) == {"legacy-notes"} and "legacy-notes" not in users.visible(paths, new)
+    users.forget_made(paths, old.id)
+    assert users.visible(paths, old) == frozenset()
 
 
 def test_a_user_added_to_the_config_of_a_running_server_connects_at_once(rag):

@@ -182,19 +182,46 @@ def test_wrong_keys_are_slowed_down_per_address(household):
     init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
     headers = {"Accept": "application/json, text/event-stream"}
-    statuses = [attacker.post(server.url, json=init, headers={**headers, "Authorization": f"Bearer lrag_guess{i}"})
-                for i in range(8)]
+
+    def guess(i: int, **extra):
+        return attacker.post(server.url, json=init, headers={**headers, "Authorization": f"Bearer lrag_guess{i}",
+                                                             **extra})
+
+    # a made-up X-Forwarded-For does not spread the guesses over addresses: no proxy is trusted
+    statuses = [guess(i, **{"X-Forwarded-For": f"198.51.100.{i}"}) for i in range(8)]
     assert [r.status_code for r in statuses] == [403] * 6 + [429] * 2  # 5 free, the 6th makes it wait
     assert statuses[6].headers["retry-after"] == "1" and "try again in 1 s" in statuses[6].json()["error"]["message"]
     right = attacker.post(server.url, json=init, headers={**headers, "Authorization": f"Bearer {keys['ann']}"})
-    assert right.status_code == 429  # that address waits, whatever key it sends
-    elsewhere = httpx.post(server.url, json=init, verify=ctx, headers={**headers, "Authorization": f"Bearer {keys['ann']}"})
-    assert elsewhere.status_code == 200  # other addresses are not affected
+    assert right.status_code == 200  # a right key always works, even from an address that waits
+    assert guess(9).status_code == 429  # ... and clears nothing: the wrong ones still wait
+    elsewhere = httpx.post(server.url, json=init, verify=ctx, headers={**headers, "Authorization": "Bearer x"})
+    assert elsewhere.status_code == 403  # other addresses are not affected
     time.sleep(1.1)
-    again = attacker.post(server.url, json=init, headers={**headers, "Authorization": "Bearer lrag_guess9"})
-    assert again.status_code == 403  # the wait is over: the next wrong key counts, and doubles the wait
-    assert attacker.post(server.url, json=init, headers={**headers, "Authorization": "Bearer x"}).headers[
-        "retry-after"] == "2"
+    assert guess(10).status_code == 403  # the wait is over: the next wrong key counts, and doubles the wait
+    assert guess(11).headers["retry-after"] == "2"
+
+
+def test_another_users_key_cannot_use_or_end_an_mcp_session(household):
+    """bob holding ann's session id (say, from a shared proxy's log) with his own key: the session does not exist
+    for him, so he can neither call tools in it nor end it."""
+    _, keys, server = household
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+    accept = {"Accept": "application/json, text/event-stream"}
+    client = httpx.Client(verify=server.ssl_context(), transport=httpx.HTTPTransport(
+        verify=server.ssl_context(), local_address="127.0.0.8"))
+    opened = client.post(server.url, json=init, headers={**accept, "Authorization": f"Bearer {keys['ann']}"})
+    session = opened.headers["mcp-session-id"]
+    as_bob = {**accept, "Authorization": f"Bearer {keys['bob']}", "mcp-session-id": session,
+              "mcp-protocol-version": "2025-06-18"}
+    listed = client.post(server.url, json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, headers=as_bob)
+    ended = client.delete(server.url, headers=as_bob)
+    assert listed.status_code == ended.status_code == 404 and "Session not found" in ended.text
+    as_ann = {**as_bob, "Authorization": f"Bearer {keys['ann']}"}
+    client.post(server.url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=as_ann)
+    still = client.post(server.url, json={"jsonrpc": "2.0", "id": 3, "method": "tools/list"}, headers=as_ann)
+    assert still.status_code == 200 and "rag_search" in still.text  # ann's session goes on
+    assert client.delete(server.url, headers=as_ann).status_code == 200
 
 
 def test_the_query_log_names_each_calls_user_and_no_key_is_written(household):
@@ -306,7 +333,9 @@ def test_wrong_keys_on_the_login_page_count_against_the_address_as_on_mcp(househ
     tries = [page.post("/login", data={"key": f"lrag_guess{i}"}) for i in range(8)]
     assert [r.status_code for r in tries] == [401] * 6 + [429] * 2  # 5 free, the 6th makes it wait
     assert "not a key of this server" in tries[0].text and "try again in 1 s" in tries[6].text
-    assert page.post("/login", data={"key": keys["ann"]}).status_code == 429  # unchecked while it waits
+    assert "<form" in tries[6].text  # a page to try again from, not a bare status
     mcp = page.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "initialize"},
-                    headers={"Authorization": f"Bearer {keys['ann']}"})
+                    headers={"Authorization": "Bearer lrag_guess9"})
     assert mcp.status_code == 429  # one budget for the page and MCP
+    signed = page.post("/login", data={"key": keys["ann"]})
+    assert signed.status_code == 303  # a right key signs in, even from an address that waits

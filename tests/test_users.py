@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import threading
 
 import pytest
@@ -46,6 +47,7 @@ def run(*args):
 def test_users_add_prints_a_key_once_and_keeps_only_its_hash_and_the_rest_of_the_file(home):
     out = run("add", "ann", "--collections", "family,recipes", "-c", "garden", "--root", "/srv/ann")
     assert out.exit_code == 0, out.output
+    assert "/srv/ann does not exist yet" in out.stderr and "only once mcp.allowed_roots" in out.stderr
     key = out.stdout.strip()
     assert key.startswith("lrag_") and len(key) > 40 and "\n" not in key
     text = home.config.read_text()
@@ -53,7 +55,8 @@ def test_users_add_prints_a_key_once_and_keeps_only_its_hash_and_the_rest_of_the
     assert "# my settings, with comments that must stay" in text and "top_k: 7   # fewer hits" in text
     assert "# people" in text and "known: {Ann: [ann@example.com]}" in text
     user = users.directory(home).find(key)
-    assert user == users.User("ann", frozenset({"family", "recipes", "garden"}), ("/srv/ann",))
+    assert user == users.User("ann", frozenset({"family", "recipes", "garden"}), ("/srv/ann",), uid=user.uid)
+    assert re.fullmatch(r"u:[0-9a-f]{24}", user.id)  # a stable id of its own (what ann adds belongs to it)
     assert users.directory(home).find(key + "x") is None and users.directory(home).find("") is None
     listed = run("list")
     assert "ann: reads family, recipes, garden; may add folders under /srv/ann" in listed.output
@@ -128,7 +131,7 @@ def test_users_in_a_users_file_beside_a_read_only_config(tmp_path, monkeypatch):
 
 # -- wrong keys --------------------------------------------------------------------------------------
 
-def test_wrong_keys_wait_longer_each_time_up_to_five_minutes_and_a_right_key_clears_it():
+def test_wrong_keys_wait_longer_each_time_up_to_five_minutes_and_are_forgotten_after_a_quiet_while():
     now = [0.0]
     limiter = http_keys.Limiter(clock=lambda: now[0])
     waits = []
@@ -140,8 +143,38 @@ def test_wrong_keys_wait_longer_each_time_up_to_five_minutes_and_a_right_key_cle
     assert waits == [0] * 5 + [1, 2, 4, 8, 16, 32, 64, 128, 256, 300, 300]
     limiter.failed("10.0.0.9")
     assert limiter.wait("10.0.0.8") == 0  # per address
-    limiter.succeeded("10.0.0.9")
+    now[0] += http_keys.LONGEST_WAIT + http_keys.FORGET_AFTER + 1
+    limiter.failed("10.0.0.9")  # a wrong key after a quiet quarter of an hour is the first again
     assert limiter.wait("10.0.0.9") == 0
+
+
+def test_a_right_key_works_from_a_waiting_address_and_clears_nothing(tmp_path):
+    now = [0.0]
+    strong, short = "lrag_" + "k" * 43, "s3cret"
+    access = http_keys.Access(None, strong, open_when_keyless=False, limiter=http_keys.Limiter(lambda: now[0]))
+    answers = [access.check("127.0.0.1", f"lrag_guess{i}") for i in range(6)]
+    assert [a.status for a in answers] == [403] * 6  # loopback is slowed too
+    assert access.check("127.0.0.1", strong) is users.OWNER  # while it waits: a strong right key still works
+    wrong = access.check("127.0.0.1", "lrag_guess7")
+    assert wrong.status == 429 and wrong.retry_after == 1  # the right key cleared nothing
+    now[0] += 1.5
+    assert access.check("127.0.0.1", "lrag_guess8").status == 403
+    assert access.check("127.0.0.1", "lrag_guess9").status == 429 and access.limiter.wait("127.0.0.1") == 2
+    weak = http_keys.Access(None, short, open_when_keyless=False, limiter=access.limiter)
+    assert weak.check("127.0.0.1", short).status == 429  # a short token is guessable: it waits with its address
+    assert weak.check("127.0.0.2", short) is users.OWNER
+
+
+def test_forwarded_addresses_count_only_from_named_proxies():
+    from rag_search.access.proxies import forwarded_client, networks
+
+    proxies = networks(["127.0.0.1", "10.0.0.0/8"])
+    assert forwarded_client("192.0.2.7", "198.51.100.1", proxies) == "192.0.2.7"  # not a proxy: its own address
+    assert forwarded_client("127.0.0.1", "198.51.100.1", ()) == "127.0.0.1"  # no proxy named: loopback is loopback
+    assert forwarded_client("127.0.0.1", "203.0.113.9, 198.51.100.1, 10.1.2.3", proxies) == "198.51.100.1"
+    assert forwarded_client("10.0.0.5", "10.0.0.4", proxies) == "10.0.0.5"  # only proxies: the connection's
+    with pytest.raises(ConfigError, match="not an address or network"):
+        networks(["proxy.local"])
 
 
 def test_the_limiter_remembers_a_bounded_number_of_addresses(monkeypatch):

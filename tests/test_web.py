@@ -106,7 +106,8 @@ def test_a_note_is_rendered_from_markdown_without_its_html_or_script_links(clien
     assert "[click me](javascript:alert('link'))" in body  # a link markdown-it refuses stays text
     assert 'href="javascript:' not in page.text
     assert '<a href="https://example.org/page">normal link</a>' in body
-    assert '<a href="/?q=%22Compost%22&amp;collection=notes">Compost</a>' in body  # [[Compost]]
+    compost = web_fixture.item_id(home.store, "notes", "Compost")
+    assert f'<a href="/item/{compost}">Compost</a>' in body  # [[Compost]] opens the note it names
     assert "<h2>Hedge</h2>" in body
     match = body[body.index('id="match"'):]
     assert "bramble hedge" in match[:400] and "Plans for the allotment" not in match

@@ -1,95 +1,85 @@
-"""The search page in a real browser: Debian's Chromium (/usr/bin/chromium) driven by Playwright, never a downloaded
-browser. Login, results as you type, filters, keyboard use, opening an item at its passage, the page without
-JavaScript, dark mode at phone width. Screenshots go to $LOCAL_RAG_SCREENSHOTS (default: the test's temp dir).
-
-Skipped, saying why, where /usr/bin/chromium or the playwright package is missing (CI: `apt-get install chromium`).
+"""The search page in a real browser on a real server: Debian's Chromium (Playwright) against the process a person
+starts, `local-rag serve --http --token T` (every guard it runs: Host/Origin, keys, sessions, CSRF), over the web
+fixture's home (the real model). Sign in through the form, results as one types, filters, keyboard use, an item
+opened at its passage, "Index now", sign out (a copied cookie refused after), "nothing found", no JavaScript,
+dark mode at phone width. One server and one browser for the module. Screenshots go to $LOCAL_RAG_SCREENSHOTS
+(default: a temp dir). The two-user TLS server: test_web_browser_tls.py.
 """
 
 from __future__ import annotations
 
-import os
-import threading
-import time
-from pathlib import Path
-
 import pytest
 import web_fixture
+from browser_env import MARKS, index_now, launch, nothing_found, playwright, screenshots, sign_in, \
+    sign_out_and_replay, type_query
+from household import start_server
 
-from rag_search.web import TokenGate, web_app
-
-CHROMIUM = Path("/usr/bin/chromium")
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(not CHROMIUM.exists(), reason="no /usr/bin/chromium (Debian: apt-get install chromium)"),
-]
-sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed (pip: .[test])")
-TOKEN = "s3cret-token"
+pytestmark = MARKS
+sync_api = playwright()
+TOKEN = "owner-token-for-the-browser-tests-0123456789"
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    """The page over the web fixture's home behind a token, served by uvicorn on loopback in a thread."""
-    import uvicorn
-    from test_mcp_security import free_port
-
-    home = web_fixture.build(tmp_path_factory.mktemp("browser"))
-    port = free_port()
-    app = web_app(home.backend, TokenGate(TOKEN))
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.time() + 30
-    while not server.started:
-        assert time.time() < deadline and thread.is_alive()
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}", home
-    server.should_exit = True
-    thread.join(timeout=30)
+def served(tmp_path_factory, builtin_embedder):
+    home = web_fixture.build(tmp_path_factory.mktemp("browser"), builtin_embedder, configured=True)
     home.store.close()
+    server = start_server(home.paths.home, "--token", TOKEN, tls=False)
+    yield server, home
+    server.stop()
 
 
 @pytest.fixture(scope="module")
 def browser():
     with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+        b = launch(p)
         yield b
         b.close()
 
 
 @pytest.fixture(scope="module")
-def shots(tmp_path_factory) -> Path:
-    folder = Path(os.environ.get("LOCAL_RAG_SCREENSHOTS") or tmp_path_factory.mktemp("screenshots"))
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
+def shots(tmp_path_factory):
+    return screenshots(tmp_path_factory)
 
 
-def signed_in(browser, base: str, shots: Path | None = None, **context):
-    """A page of a new browser context, signed in through the login form."""
-    page = browser.new_context(**context).new_page()
-    page.goto(base + "/?q=bramble")
-    assert "/login" in page.url
-    if shots:
-        page.screenshot(path=str(shots / "login.png"))
-    page.fill("input[name=token]", "wrong")
-    page.click("button[type=submit]")
-    assert "not the token" in page.inner_text(".error")
-    page.fill("input[name=token]", TOKEN)
-    page.click("button[type=submit]")
-    page.wait_for_selector(".hit")
-    assert page.url == base + "/?q=bramble"  # back where the login began
-    return page
+@pytest.fixture
+def page(served, browser):
+    server, _ = served
+    context = browser.new_context(viewport={"width": 1100, "height": 900})
+    p = context.new_page()
+    sign_in(p, server.base, TOKEN)
+    yield p
+    context.close()
 
 
-def type_query(page, text: str) -> None:
-    """Type into the box key by key (as a person does) and wait for those results to be drawn."""
-    page.fill("#q", "")
-    page.type("#q", text, delay=30)
-    page.wait_for_function("q => document.body.dataset.drawnQuery === q", arg=text)
+def test_sign_in_search_open_an_item_index_now_and_sign_out(served, browser, shots):
+    server, _ = served
+    base = server.base
+    p = browser.new_context(viewport={"width": 1100, "height": 900}).new_page()
+    p.goto(base + "?q=bramble")
+    p.screenshot(path=str(shots / "login.png"))
+    sign_in(p, base, TOKEN, "?q=bramble", mistype=True)  # the form's post carries the page's Origin: accepted
+    assert p.inner_text(".hit .open >> nth=0") == "Garden"
+    p.click(".hit .open >> nth=0")
+    p.wait_for_selector("#match")
+    assert "bramble hedge" in p.inner_text("#match")
+    assert "Allotment" in p.inner_text("table.props")  # the note's front matter (its aliases) on its page
+    outcome = index_now(p, base, "notes")
+    assert outcome.startswith("done:") and "failed" in outcome, outcome
+    p.screenshot(path=str(shots / "status.png"), full_page=True)
+    sign_out_and_replay(browser, p, base)
+    p.context.close()
 
 
-def test_login_results_as_you_type_filters_and_keyboard(server, browser, shots):
-    base, _ = server
-    page = signed_in(browser, base, shots, viewport={"width": 1100, "height": 900})
+def test_nothing_found_for_nonsense_and_weaker_matches_folded(page, shots):
+    said = nothing_found(page)
+    assert said.startswith("Nothing found for “zzqxwv plorbfin”")
+    page.screenshot(path=str(shots / "nothing-found.png"), full_page=True)
+    folded = page.query_selector("details.weaker")
+    assert folded is None or not folded.get_property("open").json_value()  # weaker matches stay folded
+
+
+def test_results_as_you_type_filters_and_keyboard(page, shots):
+    base = page.url.split("?")[0]
     type_query(page, "lighthouse")  # no Enter: results come as one types
     assert page.inner_text(".hit .open") == "The Voyage"
     assert page.url.endswith("/?q=lighthouse")  # the address is the bookmark of what is shown
@@ -104,8 +94,6 @@ def test_login_results_as_you_type_filters_and_keyboard(server, browser, shots):
     page.press("input[name=before]", "Enter")
     page.wait_for_function("() => location.search.includes('before=2026-03-04')")
     page.wait_for_selector("text=Re: Offsite in March")
-    page.screenshot(path=str(shots / "filters.png"), full_page=True)
-
     page.click("h1, .count, body", position={"x": 5, "y": 5})  # focus off the box
     page.keyboard.press("/")
     assert page.evaluate("document.activeElement.id") == "q"
@@ -114,20 +102,16 @@ def test_login_results_as_you_type_filters_and_keyboard(server, browser, shots):
     page.keyboard.press("ArrowDown")
     page.keyboard.press("ArrowUp")
     assert page.evaluate("document.activeElement.textContent") == first
-    assert page.evaluate("document.querySelector('.hit.sel .open').textContent") == first
     page.keyboard.press("Enter")
     page.wait_for_selector("article.item")
-    assert page.inner_text("h1") == first
+    assert page.inner_text("h1") == first and page.url.startswith(base + "item/")
 
 
-def test_an_item_opens_scrolled_to_its_passage_and_copies_a_citation(server, browser, shots):
-    base, _ = server
-    page = signed_in(browser, base, viewport={"width": 1100, "height": 700})
-    page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=base)
+def test_an_item_opens_at_its_passage_and_copies_a_citation(page, shots):
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"])
     type_query(page, "bramble hedge")
     page.click(".hit .open >> nth=0")
     page.wait_for_selector("#match")
-    assert "bramble hedge" in page.inner_text("#match")
     box = page.evaluate("(() => { const r = document.getElementById('match').getBoundingClientRect();"
                         " return [r.top, r.bottom, innerHeight, scrollY]; })()")
     assert box[3] > 0 and 0 <= box[0] < box[2]  # scrolled down to it, and it is on screen
@@ -135,43 +119,38 @@ def test_an_item_opens_scrolled_to_its_passage_and_copies_a_citation(server, bro
     page.click("#copy")
     page.wait_for_selector("#copy:text('Copied')")
     assert page.evaluate("navigator.clipboard.readText()").startswith("“Garden”")
-    page.goto(base + "/?q=lighthouse")
-    page.click(".hit .open >> nth=0")
-    page.wait_for_selector("#match")
-    assert "lighthouse" in page.inner_text("#match") and "Chapter 2 of 3" in page.inner_text(".chapters")
-    page.screenshot(path=str(shots / "item-book.png"))
-    page.goto(base + "/?q=headcount&collection=slack")
-    page.click(".hit .open >> nth=0")
-    page.wait_for_selector("li.msg#match")
-    assert "headcount" in page.inner_text("#match") and page.is_visible("text=Same conversation")
-    page.screenshot(path=str(shots / "item-chat.png"), full_page=True)
+    page.click("text=Compost >> nth=0")  # [[Compost]] opens the note it names
+    page.wait_for_selector("article.item")
+    assert page.inner_text("h1") == "Compost"
 
 
-def test_without_javascript_a_results_page_is_a_plain_get(server, browser):
-    base, _ = server
+def test_without_javascript_the_form_still_signs_in_and_searches(served, browser):
+    server, _ = served
     context = browser.new_context(java_script_enabled=False)
-    context.add_cookies([{"name": "local_rag_session", "value": TokenGate(TOKEN).sign_in({"token": TOKEN}),
-                          "url": base}])
-    page = context.new_page()
-    page.goto(base + "/")
-    page.fill("#q", "compost heap")
-    page.press("#q", "Enter")  # the form's own GET
-    page.wait_for_selector(".hit")
-    assert "q=compost+heap" in page.url and page.inner_text(".hit .open >> nth=0") == "Compost"
+    p = context.new_page()
+    sign_in(p, server.base, TOKEN, "")
+    p.fill("#q", "compost heap")
+    p.press("#q", "Enter")  # the form's own GET
+    p.wait_for_selector(".hit")
+    assert "q=compost+heap" in p.url and p.inner_text(".hit .open >> nth=0") == "Compost"
+    context.close()
 
 
-def test_dark_mode_at_phone_width(server, browser, shots):
-    base, home = server
-    page = signed_in(browser, base, viewport={"width": 390, "height": 844}, color_scheme="dark", is_mobile=True,
-                     has_touch=True)
-    type_query(page, "offsite venue")
-    assert page.evaluate("getComputedStyle(document.body).backgroundColor") == "rgb(22, 24, 27)"
-    assert page.evaluate("document.documentElement.scrollWidth") <= 390  # nothing wider than the phone
-    assert page.evaluate("document.getElementById('filters').open") is False  # folded away at phone width
-    page.screenshot(path=str(shots / "phone-dark.png"))
-    plan = web_fixture.item_id(home.store, "gmail", "offsite-plan")
-    page.goto(f"{base}/item/{plan}?chunk=0&q=venue#match")
-    assert page.evaluate("document.documentElement.scrollWidth") <= 390
-    page.screenshot(path=str(shots / "phone-mail.png"))
-    page.goto(base + "/status")
-    page.screenshot(path=str(shots / "phone-status.png"))
+def test_phone_width_dark_mode_and_the_status_table(served, browser, shots):
+    server, _ = served
+    context = browser.new_context(viewport={"width": 390, "height": 844}, color_scheme="dark", is_mobile=True,
+                                  has_touch=True)
+    p = context.new_page()
+    sign_in(p, server.base, TOKEN)
+    type_query(p, "offsite venue")
+    assert p.evaluate("getComputedStyle(document.body).backgroundColor") == "rgb(22, 24, 27)"
+    assert p.evaluate("document.documentElement.scrollWidth") <= 390  # nothing wider than the phone
+    assert p.evaluate("document.getElementById('filters').open") is False  # folded away at phone width
+    p.screenshot(path=str(shots / "phone-dark.png"))
+    p.goto(server.base + "status")
+    assert p.evaluate("document.documentElement.scrollWidth") <= 390
+    for part in ('tr[data-collection="notes"] td.last-run', 'tr[data-collection="notes"] button'):
+        box = p.locator(part).bounding_box()
+        assert box and box["x"] >= 0 and box["x"] + box["width"] <= 390, (part, box)  # on screen, not scrolled off
+    p.screenshot(path=str(shots / "phone-status.png"), full_page=True)
+    context.close()

@@ -20,6 +20,7 @@ from document_builders import epub_file
 from fakes import HashEmbedder
 
 from rag_search.config import Paths
+from rag_search.file_updates import private_folder
 from rag_search.people import PeopleDirectory, Person
 from rag_search.retrieval import SearchEngine
 from rag_search.store import Store
@@ -75,15 +76,26 @@ class WebHome:
     embedder: HashEmbedder
 
 
-def build(tmp: Path) -> WebHome:
-    """Write the sources under `tmp`, index them into `tmp/home/rag.db`, open the backend the page reads."""
+def build(tmp: Path, embedder=None, configured: bool = False) -> WebHome:
+    """Write the sources under `tmp`, index them into `tmp/home/rag.db`, open the backend the page reads.
+
+    embedder: the hashing one by default (the real model for a home `local-rag serve` opens); configured: declare
+    the collections in config.yaml (0600, as local-rag writes it), so a server can index them again."""
     from rag_pipelines.config import validate_collection
     from rag_pipelines.indexing import items, scan
 
     paths = Paths.from_env({"LOCAL_RAG_HOME": str(tmp / "home")})
-    paths.home.mkdir(parents=True)
-    store, embedder = Store.open(paths.db), HashEmbedder()
-    for cfg in map(validate_collection, _collections(tmp)):
+    private_folder(paths.home)  # as local-rag makes it: 0700
+    store, embedder = Store.open(paths.db), embedder or HashEmbedder()
+    declared = _collections(tmp)
+    if configured:
+        import yaml
+
+        from rag_search.file_updates import write_atomic
+
+        entries = {c["name"]: {k: v for k, v in c.items() if k != "name"} for c in declared}
+        write_atomic(paths.config, yaml.safe_dump({"collections": entries}), mode=0o600)
+    for cfg in map(validate_collection, declared):
         sources = scan.open_sources(cfg)
         items.index_keys(store, embedder, cfg, [k for s in sources for k in s.scan().items], sources=sources)
     people = PeopleDirectory([Person("Ann Example", ["ann@example.com", "slack:U024ANN"])])

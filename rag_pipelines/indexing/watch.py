@@ -21,6 +21,7 @@ from typing import Callable
 
 from rag_search.config import WATCH_STATS, FileWatch, Paths
 from rag_search.errors import RagError
+from rag_search.file_updates import private_folder
 from rag_search.records import iso_utc
 
 from rag_pipelines.config import load_collections, registry_path
@@ -163,7 +164,7 @@ def watch_collections(paths: Paths, names: list[str] | None, debounce: float = 2
     _stats.clear()
     _stats.update(pid=os.getpid(), started=iso_utc(int(time.time())), events=0, debounce_seconds=debounce, syncs=0)
     _stats_file[:] = [paths.home / WATCH_STATS]
-    paths.home.mkdir(parents=True, exist_ok=True)
+    private_folder(paths.home)
     observer = Observer()
     watching = _Watching(paths, names, observer, Handler(), echo)
     _save_stats()

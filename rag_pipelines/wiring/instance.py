@@ -10,6 +10,7 @@ from typing import Iterator
 
 from rag_search.config import DagsterSettings, Paths, load_settings, mask_password
 from rag_search.errors import ConfigError
+from rag_search.file_updates import private_folder
 
 from rag_pipelines.wiring.outcomes import BATCH_ITEMS
 
@@ -104,7 +105,7 @@ def ensure_instance(paths: Paths, settings: DagsterSettings | None = None) -> Pa
     """Write DAGSTER_HOME's dagster.yaml from the config (unless edited by hand) and point this process at it."""
     settings = settings or load_settings(paths.config).dagster
     home = paths.dagster_home
-    home.mkdir(parents=True, exist_ok=True)
+    private_folder(home)
     if settings.on_postgres:
         check_postgres(settings.storage)
     os.environ["DAGSTER_HOME"] = str(home)

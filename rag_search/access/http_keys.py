@@ -5,9 +5,14 @@ config.yaml changes) or the `--token` of the owner; the request then runs as tha
 A refusal is answered the way MCP clients show it for a plain bearer-token server: 403 with a JSON-RPC error
 that says what to do, never 401 (on a 401 MCP clients start an OAuth flow this server does not offer: the
 inspector then fails asking for a TTY, and the SDKs drop the message); /.well-known/ (OAuth discovery) is 404.
-Wrong keys from one client address: the first FREE_FAILURES are answered at once, then each makes that address
-wait, doubling from FIRST_WAIT up to LONGEST_WAIT (429 with Retry-After); a right key clears it.
-Keys are compared as SHA-256 hashes in constant time and never logged or echoed.
+Wrong keys from one client address (loopback included): the first FREE_FAILURES are answered at once, then each
+makes that address wait, doubling from FIRST_WAIT up to LONGEST_WAIT (429 with Retry-After); an address with no
+wrong key for FORGET_AFTER is forgotten. A right key does not clear the count (a key holder sending wrong keys
+between their own is slowed for the wrong ones), and a right key always works, even from an address that waits:
+the users' keys are 256 random bits, which no number of tries finds, and one person's typos must not lock out
+everyone behind the same address. Only a short owner's `--token` (under STRONG_KEY characters) waits with its
+address, as a guess would. The client address is the connection's, or what a proxy the owner named says
+(access/proxies.py). Keys are compared as SHA-256 hashes in constant time and never logged or echoed.
 """
 
 from __future__ import annotations
@@ -26,8 +31,11 @@ from rag_search.config import Paths
 FREE_FAILURES = 5
 FIRST_WAIT = 1.0  # seconds
 LONGEST_WAIT = 300.0
+FORGET_AFTER = 900.0  # seconds without a wrong key after which an address starts afresh
+STRONG_KEY = 32  # characters: a key this long is not guessed by trying (`users add` makes 48)
 MAX_ADDRESSES = 10_000  # addresses remembered; the longest idle ones are forgotten first
 AUTH_ERROR = -32001  # JSON-RPC server error code of a refused request
+USER_SCOPE = "local_rag.user"  # the ASGI scope key naming the request's users.User
 
 NO_KEY = ("This server needs a key: send it as the header `Authorization: Bearer <key>` (in Claude Code: "
           "--header; see the README's \"One server for a household or a team\"). Its owner makes one with "
@@ -41,7 +49,8 @@ class Limiter:
 
     def __init__(self, clock: Callable[[], float] = time.monotonic):
         self.clock = clock
-        self._seen: OrderedDict[str, tuple[int, float]] = OrderedDict()  # address → (wrong keys, blocked until)
+        # address → (wrong keys, blocked until, last wrong key)
+        self._seen: OrderedDict[str, tuple[int, float, float]] = OrderedDict()
 
     def wait(self, address: str) -> float:
         """Seconds `address` must still wait (0: it may try a key now)."""
@@ -49,16 +58,14 @@ class Limiter:
         return max(0.0, entry[1] - self.clock()) if entry else 0.0
 
     def failed(self, address: str) -> None:
-        count = self._seen.pop(address, (0, 0.0))[0] + 1
-        blocked = 0.0
-        if count > FREE_FAILURES:
-            blocked = self.clock() + min(FIRST_WAIT * 2 ** (count - FREE_FAILURES - 1), LONGEST_WAIT)
-        self._seen[address] = (count, blocked)
+        now = self.clock()
+        count, _, last = self._seen.pop(address, (0, 0.0, now))
+        count = 1 if now - last > FORGET_AFTER else count + 1
+        blocked = now + min(FIRST_WAIT * 2 ** (count - FREE_FAILURES - 1), LONGEST_WAIT) if count > FREE_FAILURES \
+            else 0.0
+        self._seen[address] = (count, blocked, now)
         while len(self._seen) > MAX_ADDRESSES:
             self._seen.popitem(last=False)
-
-    def succeeded(self, address: str) -> None:
-        self._seen.pop(address, None)
 
 
 def has_keys(paths: Paths | None, token: str | None) -> bool:
@@ -95,18 +102,18 @@ class Access:
         return self.open_when_keyless and self.keyless()
 
     def check(self, address: str, key: str | None) -> users.User | Refusal:
-        """The user of `key` sent from `address`, or why not (wrong keys slow that address down)."""
+        """The user of `key` sent from `address`, or why not (wrong keys slow that address down; a right key works
+        even while it waits, unless it is short enough to be guessed)."""
+        user = self.find(key) if key else None
         wait = self.limiter.wait(address)
+        if user is not None and (not wait or len(key or "") >= STRONG_KEY):
+            return user
         if wait:
             seconds = math.ceil(wait)
             return Refusal(429, f"Too many wrong keys from {address}: try again in {seconds} s.", seconds)
-        user = self.find(key) if key else None
-        if user is None:
-            if key:
-                self.limiter.failed(address)
-            return Refusal(403, WRONG_KEY if key else NO_KEY)
-        self.limiter.succeeded(address)
-        return user
+        if key:
+            self.limiter.failed(address)
+        return Refusal(403, WRONG_KEY if key else NO_KEY)
 
 
 @dataclass(frozen=True)
@@ -118,7 +125,9 @@ class Refusal:
 
 class KeyAuth:
     """ASGI middleware: a request runs as the user of its key; without keys configured (and only then, on
-    loopback when `open_when_keyless`) as the owner."""
+    loopback when `open_when_keyless`) as the owner. The request's scope names the user (USER_SCOPE), which
+    mcp/http.py hands to the MCP SDK as its authenticated principal, so an MCP session answers only the user who
+    opened it: another user's key with its session id is told the session does not exist."""
 
     def __init__(self, app, access: Access):
         self.app, self.access = app, access
@@ -135,7 +144,7 @@ class KeyAuth:
         if isinstance(user, Refusal):
             return await _refuse(send, user)
         with users.acting_as(user):
-            await self.app(scope, receive, send)
+            await self.app({**scope, USER_SCOPE: user}, receive, send)
 
 
 def client_address(scope) -> str:

@@ -44,7 +44,7 @@ def _save(path: Path, entries: dict[str, dict[str, Any]]) -> Settings:
     else:
         new = replace_section(text, entries)
     tmp = path.with_name(f".{path.name}.new")
-    tmp.write_text(new, encoding="utf-8")
+    file_updates.write_atomic(tmp, new, mode=0o600)  # it holds the keys' hashes, even for a moment
     try:
         settings = load_settings(tmp)
     except ConfigError as exc:

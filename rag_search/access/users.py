@@ -4,7 +4,8 @@ A key is shown once, when `local-rag users add` makes it; config.yaml keeps only
 random bits, so a fast hash is enough), and nothing logs a key. The HTTP server finds the user of a request's
 key (`Directory.find`, re-read when config.yaml changes, so a new user needs no restart) and runs the request
 as that user (`acting_as`); every tool and resource then shows only `visible()` collections: those granted in
-the config plus those the user added with rag_index (recorded in user-collections.json in the home).
+the config plus those the user added with rag_index (recorded in user-collections.json in the home, by the user's
+stable id: a user removed and a new one given the same name do not share them).
 Outside an HTTP request with keys (stdio, `local-rag search`, the CLI) the caller is the owner, who sees all.
 """
 
@@ -32,12 +33,18 @@ MADE = "user-collections.json"  # collections users added with rag_index
 
 @dataclass(frozen=True)
 class User:
-    """A caller: `collections` None sees every collection (the owner, an admin)."""
+    """A caller: `collections` None sees every collection (the owner, an admin); `uid` the stable id what they
+    add belongs to (config `id:`; a user written before ids existed: their name)."""
 
     name: str
     collections: frozenset[str] | None = frozenset()
     roots: tuple[str, ...] = ()
     admin: bool = False
+    uid: str = ""
+
+    @property
+    def id(self) -> str:
+        return self.uid or self.name
 
     @property
     def sees_all(self) -> bool:
@@ -50,6 +57,11 @@ _caller: ContextVar[User | None] = ContextVar("local_rag_user", default=None)
 
 def new_key() -> str:
     return KEY_PREFIX + secrets.token_urlsafe(32)
+
+
+def new_id() -> str:
+    """A user's stable id: never a valid user name (':'), never made twice."""
+    return "u:" + secrets.token_hex(12)
 
 
 def key_hash(key: str) -> str:
@@ -91,7 +103,7 @@ class Directory:
         users = {}
         for name, u in settings.users.items():
             grants = None if u.admin else frozenset(u.collections)
-            users[u.key_sha256] = User(valid_name(name), grants, tuple(u.roots), u.admin)
+            users[u.key_sha256] = User(valid_name(name), grants, tuple(u.roots), u.admin, u.id or "")
         return cls(users)
 
     def find(self, key: str) -> User | None:
@@ -134,7 +146,7 @@ def visible(paths: Paths, user: User | None = None) -> frozenset[str] | None:
     user = user or current()
     if user.sees_all:
         return None
-    return frozenset(user.collections or ()) | frozenset(made(paths).get(user.name, ()))
+    return frozenset(user.collections or ()) | frozenset(made(paths).get(user.id, ()))
 
 
 def may_see(paths: Paths, collection: str, user: User | None = None) -> bool:
@@ -158,7 +170,7 @@ def check_root(user: User, folder: Path, paths: Paths) -> None:
 # -- collections users added with rag_index ----------------------------------------------------
 
 def made(paths: Paths) -> dict[str, list[str]]:
-    """User name → the collections they added with rag_index."""
+    """User id (users.User.id) → the collections they added with rag_index."""
     try:
         data = json.loads((paths.home / MADE).read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -174,12 +186,20 @@ def remember_made(paths: Paths, user: User, collection: str) -> None:
     """Record that `user` added `collection` (so they see it); nothing for the owner, who sees all anyway."""
     if user.sees_all:
         return
+    _change_made(paths, lambda data: data | {user.id: sorted(set(data.get(user.id, [])) | {collection})})
+
+
+def forget_made(paths: Paths, user_id: str) -> None:
+    """The user is removed: what they added is no longer anyone's (the owner still sees it)."""
+    _change_made(paths, lambda data: {k: v for k, v in data.items() if k != user_id})
+
+
+def _change_made(paths: Paths, change) -> None:
     file = paths.home / MADE
     with file_updates.locked(file):  # two users' rag_index at once both keep theirs
-        data = made(paths)
-        data[user.name] = sorted(set(data.get(user.name, [])) | {collection})
-        file_updates.write_atomic(file, json.dumps({"about": "Collections each user added with rag_index (they see "
-                                                   "them besides the collections config.yaml grants them).",
+        data = change(made(paths))
+        file_updates.write_atomic(file, json.dumps({"about": "Collections each user added with rag_index, by user id "
+                                                   "(they see them besides the collections config.yaml grants them).",
                                                    "users": data}, indent=1))
 
 

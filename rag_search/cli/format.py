@@ -33,7 +33,9 @@ def _bold_marks(text: str) -> str:
     return _MARKED.sub(lambda m: click.style(m.group(1), bold=True, fg="yellow"), text)
 
 
-def render_hits(result: SearchResult, explain: bool = False) -> str:
+def render_hits(result: SearchResult, explain: bool = False, floor: float = 0.0) -> str:
+    """The hits for a person: those whose relevance reaches `floor`, the weaker ones counted (folded away), and
+    "nothing found" when none reaches it."""
     lines: list[str] = []
     if explain:
         lines.append(click.style("explain", dim=True))
@@ -49,13 +51,18 @@ def render_hits(result: SearchResult, explain: bool = False) -> str:
             lines.append(f"  reranker: {result.reranker}" + (f" ({result.rerank_note})" if result.rerank_note else ""))
         lines.append("  timings ms: " + ", ".join(f"{k} {v:.1f}" for k, v in result.timings_ms.items()))
         lines.append("")
-    if not result.hits:
+    shown = [h for h in result.hits if (h.relevance or 0.0) >= floor]
+    weaker = len(result.hits) - len(shown)
+    folded = click.style(f"{weaker} weaker match{'es' if weaker != 1 else ''} not shown (relevance below {floor:g}): "
+                         "--all lists them.", dim=True) if weaker else ""
+    if not shown:
         if result.chunks_in_index == 0:
             lines.append("The index is empty (in this scope). Index a folder first: `local-rag index project NAME PATH`.")
         else:
-            lines.append("No matches. Try other words, --mode semantic, or fewer filters.")
+            lines.append(f"Nothing found for “{result.request.query}”. Try other words, --mode semantic, or fewer "
+                         "filters." + (f"\n{folded}" if folded else ""))
         return "\n".join(lines)
-    for n, hit in enumerate(result.hits, start=1):
+    for n, hit in enumerate(shown, start=1):
         title = click.style(hit.title or hit.key, bold=True)
         stale = click.style(f"  [{STALE_LABELS.get(hit.stale, hit.stale + ' since indexed')}]",
                             fg="yellow" if hit.stale == "unchecked" else "red") if hit.stale else ""
@@ -77,6 +84,8 @@ def render_hits(result: SearchResult, explain: bool = False) -> str:
         if explain:
             lines.append("   " + click.style(explain_ranks(hit), dim=True))
         lines.append("")
+    if folded:
+        lines.append(folded)
     return "\n".join(lines).rstrip()
 
 

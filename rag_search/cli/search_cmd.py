@@ -13,7 +13,7 @@ from rag_search.people import PeopleDirectory, resolve_filters
 from rag_search.retrieval import Filters, SearchRequest, parse_date
 from rag_search.retrieval import search_engine
 from rag_search.retrieval.engine import MODES
-from rag_search.retrieval.relevance import at_least, engine_query_vectors, with_relevance
+from rag_search.retrieval.relevance import at_least, search_with_relevance
 from rag_search.retrieval.stale import mark_hits
 
 
@@ -60,6 +60,9 @@ class SearchCommand(click.Command):
 @click.option("--mode", type=click.Choice(MODES), default="hybrid", show_default=True)
 @click.option("--min-score", type=click.FloatRange(0, 1),
               help="Leave out hits whose relevance (0..1, the same scale for every query) is below this, e.g. 0.5.")
+@click.option("--all", "show_all", is_flag=True,
+              help="Also list the weaker matches (relevance below search.weaker_below), which are otherwise folded "
+                   "away; --json always lists every hit.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.option("--explain", is_flag=True, help="Show per-retriever ranks, the FTS expression and timings.")
 @click.option("--chunks", "chunk_hits", is_flag=True,
@@ -73,7 +76,7 @@ def search(app: App, **params):
 
 def search_text(app: App, query, collections, source_types, after, before, days, no_undated, author, participants,
                 tags, path_prefix, meta, top_k, mode, as_json, explain, chunk_hits, rerank, min_score=None,
-                engine=None, answered_by: str = "this process") -> str:
+                show_all=False, engine=None, answered_by: str = "this process") -> str:
     """What `local-rag search` prints (also answered by a running `local-rag serve`, see search_socket.py)."""
     import json
 
@@ -89,12 +92,9 @@ def search_text(app: App, query, collections, source_types, after, before, days,
     filters = resolve_filters(check_filters(filters), PeopleDirectory.from_settings(app.settings))
     if engine is None or mode == "keyword":
         engine = search_engine(app.store, None if mode == "keyword" else app.embedder, app.settings.search)
-    scored = as_json or explain or min_score is not None  # relevance costs one more lookup per hit
-    qvec = engine_query_vectors(engine, [query]).get(query) if scored and mode != "keyword" else None
-    result = engine.search(SearchRequest(query, top_k=top_k, mode=mode, filters=filters, chunks=chunk_hits,
-                                         rerank=rerank, query_vector=qvec))
-    hits = with_relevance(app.store, query, result.hits, qvec) if scored else result.hits
-    result.hits = mark_hits(app.store, at_least(hits, min_score))
+    result = search_with_relevance(engine, SearchRequest(query, top_k=top_k, mode=mode, filters=filters,
+                                                         chunks=chunk_hits, rerank=rerank))
+    result.hits = mark_hits(app.store, at_least(result.hits, min_score))
     if as_json:
         payload = {"query": result.request.query, "mode": mode, "hits": [h.to_dict() for h in result.hits]}
         if explain:
@@ -110,5 +110,5 @@ def search_text(app: App, query, collections, source_types, after, before, days,
                 "answered_by": answered_by,
             }
         return json.dumps(payload, indent=2, ensure_ascii=False, default=str)
-    text = render_hits(result, explain)
+    text = render_hits(result, explain, floor=0.0 if show_all else engine.settings.weaker_below)
     return text + (click.style(f"\n(answered by {answered_by})", dim=True) if explain else "")

@@ -31,9 +31,13 @@ DEFAULT_PORT = 8765
 @click.option("--allow-origin", "allow_origins", multiple=True, metavar="ORIGIN",
               help="Also trust this browser Origin (e.g. http://localhost:5173); repeatable; adds to "
                    "mcp.allowed_origins.")
+@click.option("--trusted-proxy", "proxies", multiple=True, metavar="ADDRESS",
+              help="A reverse proxy (address or network) whose X-Forwarded-For/-Proto are believed; repeatable; "
+                   "adds to server.trusted_proxies.")
 @pass_app
 def serve(app: App, http: bool, port: int | None, host: str, tls: bool, tls_cert: str | None, tls_key: str | None,
-          token: str | None, allow_hosts: tuple[str, ...], allow_origins: tuple[str, ...]):
+          token: str | None, allow_hosts: tuple[str, ...], allow_origins: tuple[str, ...],
+          proxies: tuple[str, ...] = ()):
     """Run the MCP server: stdio by default (what Claude launches), or HTTP with --http / --port (and the search
     page at /)."""
     from rag_search.mcp import server as mcp_server
@@ -54,14 +58,15 @@ def serve(app: App, http: bool, port: int | None, host: str, tls: bool, tls_cert
             mcp_server.serve_stdio()
             return
         _serve_http(app, host, port or DEFAULT_PORT, tls or bool(tls_cert or tls_key), tls_cert, tls_key, token,
-                    allow_hosts, allow_origins)
+                    allow_hosts, allow_origins, proxies)
     finally:
         searches.stop()
         mcp_server.close_context()
 
 
 def _serve_http(app: App, host: str, port: int, tls: bool, tls_cert: str | None, tls_key: str | None,
-                token: str | None, allow_hosts: tuple[str, ...], allow_origins: tuple[str, ...]) -> None:
+                token: str | None, allow_hosts: tuple[str, ...], allow_origins: tuple[str, ...],
+                proxies: tuple[str, ...] = ()) -> None:
     from rag_search.mcp import http as mcp_http
     from rag_search.access import http_keys
     from rag_search.mcp import server as mcp_server
@@ -69,6 +74,7 @@ def _serve_http(app: App, host: str, port: int, tls: bool, tls_cert: str | None,
     mcp_http.check_exposure(host, http_keys.has_keys(app.paths, token))
     hosts = [*app.settings.mcp.allowed_hosts, *allow_hosts]
     origins = [*app.settings.mcp.allowed_origins, *allow_origins]
+    proxies = (*app.settings.server.trusted_proxies, *proxies)
     cert = _certificate(app, host, hosts, tls_cert, tls_key) if tls else None
     scheme = "https" if cert else "http"
     say = lambda line: click.echo(line, err=True)  # noqa: E731 - stdout stays clean
@@ -80,10 +86,19 @@ def _serve_http(app: App, host: str, port: int, tls: bool, tls_cert: str | None,
     elif not mcp_http.is_loopback(host):
         say("Warning: without --tls, keys and queries cross the network unencrypted. Add --tls.")
     say(_keys_line(app, token))
+    exposed = _readable_by_others(app)
+    if exposed:
+        say(f"Warning: other accounts on this machine can read {', '.join(map(str, exposed))} (keys' hashes, sign-ins, "
+            f"the index). Run: chmod go= {' '.join(str(f) for f in exposed)}")
+    if token and len(token) < http_keys.STRONG_KEY:
+        say(f"Warning: the --token is {len(token)} characters long; a token under {http_keys.STRONG_KEY} can be "
+            "guessed, so it waits with an address that sent wrong keys. `local-rag users add NAME` makes strong keys.")
+    if proxies:
+        say(f"Trusted proxies (their X-Forwarded-For counts): {', '.join(proxies)}")
     log = _query_log(app, on_by_default=True)
     say(f"Query log: {log}" if log else "Query log: off (server.query_log)")
     mcp_server.serve_http(host, port, token, hosts, origins, (str(cert.cert), str(cert.key)) if cert else None,
-                          app.paths)
+                          app.paths, proxies=proxies)
 
 
 def _certificate(app: App, host: str, hosts: list[str], cert: str | None, key: str | None):
@@ -119,17 +134,30 @@ def _keys_line(app: App, token: str | None) -> str:
            "`local-rag users add NAME --collections ...` gives someone a key."
 
 
+def _readable_by_others(app: App) -> list:
+    """The home and the files in it holding secrets or the index that other accounts may read."""
+    from rag_search.access.sessions import FILE as SESSIONS
+
+    files = [app.paths.home, app.paths.config, app.paths.db, app.paths.home / SESSIONS]
+    out = []
+    for f in files:
+        try:
+            if f.stat().st_mode & 0o077:
+                out.append(f)
+        except OSError:
+            continue
+    return out
+
+
 def _query_log(app: App, on_by_default: bool):
-    """Start the query log when server.query_log says so (unset: `on_by_default`); its path, or None."""
+    """The query log, written while server.query_log (followed as config.yaml changes) says so (unset:
+    `on_by_default`); its path when it is on now, else None."""
     from rag_search.mcp import server as mcp_server
     from rag_search.access.query_log import QueryLog
 
-    wanted = app.settings.server.query_log
-    if not (on_by_default if wanted is None else wanted):
-        return None
     log = QueryLog.from_settings(app.paths.home, app.settings.server)
-    mcp_server.log_queries(log)
-    return log.file
+    mcp_server.log_queries(log, on_by_default)
+    return log.file if mcp_server.active_log() is not None else None
 
 
 def _url_host(host: str) -> str:

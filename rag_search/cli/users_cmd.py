@@ -34,7 +34,7 @@ def users_add(app: App, name: str, grants: tuple[str, ...], admin: bool, roots: 
     from rag_search.access.user_config import change_users
 
     key = users.new_key()
-    entry: dict = {"key_sha256": users.key_hash(key), "collections": _names(grants)}
+    entry: dict = {"key_sha256": users.key_hash(key), "id": users.new_id(), "collections": _names(grants)}
     entry |= ({"admin": True} if admin else {}) | ({"roots": [str(click.format_filename(r)) for r in roots]} if roots else {})
 
     def add(entries: dict) -> dict:
@@ -56,9 +56,10 @@ def users_key(app: App, name: str):
     from rag_search.access import users
 
     key = users.new_key()
-    _change(app, name, lambda entry: entry | {"key_sha256": users.key_hash(key)})
+    entry = _change(app, name, lambda entry: entry | {"key_sha256": users.key_hash(key)})
+    ended = _end_sessions(app, name, entry)
     click.echo(key)
-    click.echo(f"New key of '{name}' (shown once); the old one no longer works.", err=True)
+    click.echo(f"New key of '{name}' (shown once); the old one no longer works{ended}.", err=True)
 
 
 @users_group.command("grant")
@@ -83,9 +84,19 @@ def users_revoke(app: App, name: str, collections: tuple[str, ...]):
 @click.argument("name")
 @pass_app
 def users_remove(app: App, name: str):
-    """Remove a user: their key stops working at once."""
-    _change(app, name, lambda entry: None)
-    click.echo(f"Removed user '{name}'; their key no longer works.", err=True)
+    """Remove a user: their key and their sign-ins to the search page stop working at once."""
+    from rag_search.access import users
+
+    removed: list[dict] = []
+
+    def remove(entry: dict) -> None:
+        removed.append(entry)
+        return None  # no entry: the user goes
+
+    _change(app, name, remove)
+    ended = _end_sessions(app, name, removed[0])
+    users.forget_made(app.paths, removed[0].get("id") or name)
+    click.echo(f"Removed user '{name}'; their key no longer works{ended}.", err=True)
 
 
 @users_group.command("list")
@@ -97,7 +108,7 @@ def users_list(app: App, as_json: bool):
     from rag_search.access.user_config import read_users
 
     made = users.made(app.paths)
-    rows = [{"name": n, "collections": e.get("collections", []), "added": made.get(n, []),
+    rows = [{"name": n, "collections": e.get("collections", []), "added": made.get(e.get("id") or n, []),
              "admin": e.get("admin", False), "roots": e.get("roots", [])} for n, e in
             read_users(users_path(app.paths.config, app.settings)).items()]
     if as_json:
@@ -131,6 +142,14 @@ def _change(app: App, name: str, change) -> dict | None:
     return done[0]
 
 
+def _end_sessions(app: App, name: str, entry: dict) -> str:
+    """Sign the user out of the search page everywhere; ", and N sign-in(s) ended" or ""."""
+    from rag_search.access.sessions import Sessions
+
+    ended = Sessions(app.paths.home).end_user(entry.get("id") or name)
+    return f", and {ended} sign-in(s) to the search page ended" if ended else ""
+
+
 def _regrant(app: App, name: str, change) -> None:
     entry = _change(app, name, lambda entry: entry | {"collections": change(list(entry.get("collections", [])))})
     _explain(app, name, entry, with_key=False)
@@ -148,6 +167,28 @@ def _explain(app: App, name: str, entry: dict, with_key: bool = True) -> None:
     missing = [c for c in grants if c not in indexed]
     if missing and not entry.get("admin"):
         say(f"Not in the index (yet): {', '.join(missing)}. Known: {', '.join(sorted(indexed)) or 'none'}.")
+    for line in _root_notes(app, name, entry.get("roots", [])):
+        say(line)
+
+
+def _root_notes(app: App, name: str, roots: list[str]) -> list[str]:
+    """What keeps a user's rag_index from adding folders under their roots: a root that does not exist yet, or one
+    outside your home folder that mcp.allowed_roots does not allow (every folder an assistant adds must pass both)."""
+    from pathlib import Path
+
+    from rag_search.access.roots import OUTSIDE, refusal
+    from rag_search.config import load_settings
+
+    allowed = load_settings(app.paths.config).mcp.allowed_roots
+    out = []
+    for root in roots:
+        folder = Path(root).expanduser().resolve()
+        if not folder.is_dir():
+            out.append(f"Note: {folder} does not exist yet; create it before '{name}' adds folders under it.")
+        if refusal(folder, allowed) == OUTSIDE:
+            out.append(f"Note: {folder} is outside your home folder, so '{name}' can add folders under it only once "
+                       f"mcp.allowed_roots in {app.paths.config} lists it (or a folder above it).")
+    return out
 
 
 def _list_collections(app: App):

@@ -28,7 +28,7 @@ def web(ctx: click.Context, port: int, host: str, token: str | None, no_browser:
     """Search in a browser: serve the search page (and MCP) and open it."""
     url = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::', '') else host}:{port}/"
     threading.Thread(target=_open_when_listening, args=(url, host, port, not no_browser), daemon=True).start()
-    ctx.invoke(serve, port=port, host=host, token=token, allow_hosts=(), allow_origins=())
+    ctx.invoke(serve, port=port, host=host, token=token, allow_hosts=(), allow_origins=(), proxies=())
 
 
 def _open_when_listening(url: str, host: str, port: int, browse: bool) -> None:

@@ -4,7 +4,9 @@ A new folder must pass the root policy (access/roots.py) and is recorded as the 
 existing collection is never re-pointed. Before each run, an assistant-made collection's folders are checked
 again: one that now leads outside the allowed roots (a symlink swapped in) is not indexed.
 A person with a key (users.py) indexes only collections they see, and adds folders only under their own
-`roots`; a collection they add is theirs (they see it from then on).
+`roots`; a collection they add is theirs (they see it from then on, by their user id). Whatever keeps them from
+adding one - the name is another user's, the folder is outside their roots, hidden, missing - they get the same
+answer, so rag_index tells nobody which collection names (or folders) exist.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from rag_search.access import users
 from rag_search.access.roots import check_new_root
 from rag_search.collection_config import check_name, declared, register, source_paths
 from rag_search.config import Paths, load_settings
-from rag_search.errors import RagError
+from rag_search.errors import RagError, RootRefused
 from rag_search.mcp import guard as mcp_guard
 
 
@@ -48,18 +50,30 @@ def _index_target(paths: Paths, collection: str, path: str) -> str:
     name = _valid_name(collection)
     settings = load_settings(paths.config)  # fresh: allowed roots added since the server started count
     existing = declared(paths, settings, with_disabled=True).get(name)
+    user = users.current()
     if existing is not None:
         if not users.may_see(paths, name):  # another user's: not re-pointed, not named to this one
-            raise RagError(f"The collection name '{name}' is taken. Call rag_index again with another name.")
+            raise RagError(_cannot_add(user, name, path))
         _same_paths(paths, existing, path, configured=name in settings.collections)
         return name
-    user = users.current()
-    folder = check_new_root(path, settings.mcp.allowed_roots, rag_home=paths.home, config=paths.config)
-    users.check_root(user, folder, paths)
+    try:
+        folder = check_new_root(path, settings.mcp.allowed_roots, rag_home=paths.home, config=paths.config)
+        users.check_root(user, folder, paths)
+    except RootRefused as exc:
+        if user.sees_all:
+            raise
+        raise RagError(_cannot_add(user, name, path)) from exc
     mcp_guard.remember(paths, name, folder)  # first: a collection registered but not recorded would be trusted
     users.remember_made(paths, user, name)
     register(paths, name, {"kind": "project", "sources": [{"type": "project", "paths": [str(folder)]}]})
     return name
+
+
+def _cannot_add(user: users.User, name: str, path: str) -> str:
+    """A person's one answer for a name or folder they cannot add (never saying which of the two, or why)."""
+    roots = ", ".join(user.roots) or "none yet: ask the server's owner to give you one"
+    return (f"rag_index cannot add {path} as '{name}' for you. Give a folder under your roots ({roots}) that exists "
+            "and is not hidden, and a collection name of your own; call rag_index again with another name or folder.")
 
 
 def _valid_name(name: str) -> str:

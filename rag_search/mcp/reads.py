@@ -84,7 +84,7 @@ def search_tool(ctx: RagContext, query: str | None = None, collection: str | Non
                                        participants, tags, path_prefix, metadata, days)
     if filters is None:
         return {"hits": [], "note": left_out}
-    hits, in_scope = mcp_search.found(ctx, query, mode, filters, top_k, chunks, plan)
+    hits, in_scope = mcp_search.found(ctx, query, mode, filters, top_k, chunks, plan, scope=stats_scope(ctx))
     hits, note = mcp_search.kept(hits, min_score)
     label = query if query and query.strip() else plan.searches[0].text if plan else ""
     return search_answer(ctx, label, mode, hits, in_scope, note, left_out) | (
@@ -108,8 +108,14 @@ def batch_search_tool(ctx: RagContext, queries: list[str], collection: str | Non
     def answer(query: str, hits: list[Hit], in_scope: int, note: str | None) -> dict[str, Any]:
         return search_answer(ctx, query, mode, hits, in_scope, note, None, budget)
 
-    results = mcp_search.batch(ctx, queries, mode, filters, top_k, chunks, min_score, answer)
+    results = mcp_search.batch(ctx, queries, mode, filters, top_k, chunks, min_score, answer, stats_scope(ctx))
     return {"results": results} | ({"note": left_out} if left_out else {})
+
+
+def stats_scope(ctx: RagContext) -> tuple[str, ...] | None:
+    """The collections whose word statistics weigh this caller's scores: theirs (None: the owner's whole index)."""
+    visible = users.visible(ctx.paths)
+    return None if visible is None else tuple(sorted(visible))
 
 
 def search_answer(ctx: RagContext, query: str, mode: str, hits: list[Hit], in_scope: int, note: str | None,

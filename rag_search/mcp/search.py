@@ -17,7 +17,7 @@ from rag_search.records import Hit
 from rag_search.retrieval import Filters, SearchRequest
 from rag_search.retrieval.context import chunks_around
 from rag_search.retrieval.plan import QueryPlan, SubQuery, run_plan
-from rag_search.retrieval.relevance import at_least, engine_query_vectors, with_relevance
+from rag_search.retrieval.relevance import at_least, engine_query_vectors, search_with_relevance
 from rag_search.retrieval.stale import mark_hits, stale_marks, stale_note
 
 if TYPE_CHECKING:
@@ -41,20 +41,20 @@ def _field(search: Any, name: str) -> str:
 
 
 def found(ctx: RagContext, query: str | None, mode: str, filters: Filters, top_k: int | None, chunks: bool = False,
-          plan: QueryPlan | None = None, query_vector: np.ndarray | None = None) -> tuple[list[Hit], int]:
-    """(hits with relevance and stale marks, chunks in scope) of a plain query or a plan."""
+          plan: QueryPlan | None = None, query_vector: np.ndarray | None = None,
+          scope: tuple[str, ...] | None = None) -> tuple[list[Hit], int]:
+    """(hits with relevance and stale marks, chunks in scope) of a plain query or a plan; `scope`: the collections
+    the caller may see, whose word statistics alone weigh the scores (None: the owner's whole index)."""
     if plan is not None:
         if chunks:
             raise QueryError("chunks=true works with a plain query, not with searches; drop one of them.")
-        result = run_plan(ctx.engine, plan, filters, top_k)
+        result = run_plan(ctx.engine, plan, filters, top_k, scope=scope)
         return mark_hits(ctx.store, result.hits), result.chunks_in_index
     query = check_query(query or "")
-    if query_vector is None and mode != "keyword":
-        query_vector = engine_query_vectors(ctx.engine, [query]).get(query)
-    result = ctx.engine.search(SearchRequest(query, top_k=top_k, mode=mode, filters=filters,  # type: ignore[arg-type]
-                                             chunks=chunks, query_vector=query_vector))
-    hits = with_relevance(ctx.store, query, result.hits, query_vector)
-    return mark_hits(ctx.store, hits), result.chunks_in_index
+    request = SearchRequest(query, top_k=top_k, mode=mode, filters=filters, chunks=chunks,  # type: ignore[arg-type]
+                            query_vector=query_vector, scope=scope)
+    result = search_with_relevance(ctx.engine, request)
+    return mark_hits(ctx.store, result.hits), result.chunks_in_index
 
 
 def kept(hits: list[Hit], min_score: float | None) -> tuple[list[Hit], str | None]:
@@ -67,7 +67,7 @@ def kept(hits: list[Hit], min_score: float | None) -> tuple[list[Hit], str | Non
 
 
 def batch(ctx: RagContext, queries: list[str], mode: str, filters: Filters, top_k: int | None, chunks: bool,
-          min_score: float | None, answer) -> list[dict[str, Any]]:
+          min_score: float | None, answer, scope: tuple[str, ...] | None = None) -> list[dict[str, Any]]:
     """Each query's answer (answer(query, hits, chunks_in_scope, note) builds it), or its error; the queries'
     vectors come from one model call and every search runs under one lock acquisition."""
     vectors = engine_query_vectors(ctx.engine, queries) if mode != "keyword" else {}
@@ -75,7 +75,8 @@ def batch(ctx: RagContext, queries: list[str], mode: str, filters: Filters, top_
     with ctx.store.lock:
         for query in queries:
             try:
-                hits, in_scope = found(ctx, query, mode, filters, top_k, chunks, query_vector=vectors.get(query))
+                hits, in_scope = found(ctx, query, mode, filters, top_k, chunks, query_vector=vectors.get(query),
+                                       scope=scope)
             except RagError as exc:
                 out.append({"query": query[:200], "error": str(exc)})
                 continue

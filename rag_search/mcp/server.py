@@ -60,7 +60,8 @@ INSTRUCTIONS = (
 
 
 _context: RagContext | None = None
-_queries: QueryLog | None = None  # the query log, when this server keeps one
+_queries: QueryLog | None = None  # the query log this process writes to when server.query_log says so
+_queries_default = False  # server.query_log unset: on (the HTTP server) or off (stdio)
 
 
 def open_context(paths: Paths | None = None) -> RagContext:
@@ -81,10 +82,30 @@ def open_context(paths: Paths | None = None) -> RagContext:
     return _context
 
 
-def log_queries(log: QueryLog | None) -> None:
-    """Record every tool call of this process in `log` (None: stop)."""
-    global _queries
-    _queries = log
+def log_queries(log: QueryLog | None, on_by_default: bool = True) -> None:
+    """Record tool calls (and the page's searches) in `log` while server.query_log, followed as the config file
+    changes, says so (unset: `on_by_default`); None: never."""
+    global _queries, _queries_default
+    _queries, _queries_default = log, on_by_default
+
+
+def active_log() -> QueryLog | None:
+    """The query log if it is on now (the config file, re-read while the server runs, may turn it off or on)."""
+    if _queries is None:
+        return None
+    wanted = _context.settings.server.query_log if _context is not None else None
+    return _queries if (_queries_default if wanted is None else wanted) else None
+
+
+def record_query(user: str, tool: str, arguments: dict, answer: Any, started: float, error: str | None = None) -> None:
+    """One line in the query log, if it is on; a full disk never costs the caller its answer."""
+    log = active_log()
+    if log is None:
+        return
+    try:
+        log.record(user, tool, arguments, answer, started, error)
+    except Exception:  # noqa: BLE001
+        logging.getLogger(__name__).exception("could not write the query log %s", log.file)
 
 
 def close_context() -> None:
@@ -112,7 +133,20 @@ def _ctx() -> RagContext:
 
 def status(ctx: RagContext) -> dict[str, Any]:
     """rag_status: the index's figures and the config file in use (and why an edit of it is not)."""
-    return {**mcp_reads.status(ctx), "config": ctx.config_state()}
+    return {**mcp_reads.status(ctx), "config": config_state(ctx)}
+
+
+BROKEN_CONFIG = ("The server's configuration file has an error, so the server runs on its last good settings; its "
+                 "owner sees the details (`local-rag status`, the server's log).")
+
+
+def config_state(ctx: RagContext) -> dict[str, Any]:
+    """The config file in use for the owner (where it is, when it was read, why an edit is not in use); for a
+    person with a key only whether the server runs on its last good settings (the file names other users)."""
+    state = ctx.config_state()
+    if users.visible(ctx.paths) is None:
+        return state
+    return {"loaded": state.get("loaded")} | ({"note": BROKEN_CONFIG} if state.get("error") else {})
 
 
 def _fail(exc: RagError) -> ToolError:
@@ -160,7 +194,7 @@ class RagServer(MCPServer):
 
 
 def _log_query(tool: str, arguments: dict, result: Any, started: float, error: str | None = None) -> None:
-    if _queries is None:
+    if active_log() is None:
         return
     answer, failed = None, error
     content = getattr(result, "content", None)
@@ -172,10 +206,7 @@ def _log_query(tool: str, arguments: dict, result: Any, started: float, error: s
                 answer = json.loads(content[0].text)
             except ValueError:
                 pass
-    try:
-        _queries.record(users.current().name, tool, arguments, answer, started, failed)
-    except Exception:  # noqa: BLE001 - a full disk must not cost the caller its answer
-        logging.getLogger(__name__).exception("could not write the query log %s", _queries.file)
+    record_query(users.current().name, tool, arguments, answer, started, failed)
 
 
 def compact_result(result: Any) -> Any:
@@ -314,7 +345,7 @@ def _resources(mcp: MCPServer) -> None:
         return as_json({"totals": st["totals"], "last_indexed": st["last_indexed"], "embedder": st["embedder"],
                         "collections": {c["name"]: {"items": c["items"], "failed": c["failed"],
                                                     "last_indexed": c["last_indexed"]} for c in st["collections"]},
-                        "config": _ctx().config_state()})
+                        "config": config_state(_ctx())})
 
     @mcp.resource("ingestion://stats", mime_type="application/json",
                   description="Per source: items matched, indexed, failed, chunks, last scan and why a source was skipped.")
@@ -351,19 +382,24 @@ def serve_stdio() -> None:
 
 def http_app(host: str = "127.0.0.1", port: int = 8765, token: str | None = None,
              allow_hosts: tuple[str, ...] | list[str] = (), allow_origins: tuple[str, ...] | list[str] = (),
-             tls: bool = False, paths: Paths | None = None, web=None, access: http_keys.Access | None = None):
+             tls: bool = False, paths: Paths | None = None, web=None, access: http_keys.Access | None = None,
+             proxies: tuple[str, ...] | list[str] = ()):
     """The streamable-HTTP ASGI app: Host and Origin checked (DNS rebinding, browsers), each request run as the
     user of its key (http_keys; open to the owner only on loopback while no key is configured). `web`: the search
-    page's app (mount.page_for, given the same `access`), served at every path but /mcp."""
+    page's app (mount.page_for, given the same `access`), served at every path but /mcp. `proxies`: reverse
+    proxies whose forwarded client addresses are believed (access/proxies.py)."""
+    from rag_search.access.proxies import networks
+
     paths = paths or (_context.paths if _context is not None else Paths.from_env())
     access = access or http_keys.Access(paths, token, mcp_http.is_loopback(host))
     allowed = mcp_http.Allowed.for_server(host, port, allow_hosts, allow_origins, tls)
-    return mcp_http.secure_app(build_server(), allowed, partial(http_keys.KeyAuth, access=access), web)
+    return mcp_http.secure_app(build_server(), allowed, partial(http_keys.KeyAuth, access=access), web,
+                               networks(proxies))
 
 
 def serve_http(host: str, port: int, token: str | None, allow_hosts: tuple[str, ...] | list[str] = (),
                allow_origins: tuple[str, ...] | list[str] = (), tls: tuple[str, str] | None = None,
-               paths: Paths | None = None, page: bool = True) -> None:
+               paths: Paths | None = None, page: bool = True, proxies: tuple[str, ...] | list[str] = ()) -> None:
     """Serve MCP at /mcp and (with `page`) the search page at /, both behind the same keys."""
     paths = paths or (_context.paths if _context is not None else Paths.from_env())
     mcp_http.check_exposure(host, http_keys.has_keys(paths, token))
@@ -372,8 +408,8 @@ def serve_http(host: str, port: int, token: str | None, allow_hosts: tuple[str, 
     if page:
         from rag_search.web.mount import page_for
 
-        web = page_for(open_context(paths), access, paths)
-    app = http_app(host, port, token, allow_hosts, allow_origins, tls is not None, paths, web, access)
+        web = page_for(open_context(paths), access, paths, record_query)
+    app = http_app(host, port, token, allow_hosts, allow_origins, tls is not None, paths, web, access, proxies)
     mcp_http.run(app, host, port, tls)
 
 

@@ -24,6 +24,7 @@ from rag_search.errors import QueryError
 from rag_search.records import Hit, chunk_body
 from rag_search.retrieval import keyword, titles, unmatched, vector
 from rag_search.retrieval.bit_matrix import BitMatrix
+from rag_search.retrieval.corpus import Corpus
 from rag_search.retrieval.filters import Filters, SqlFilter, build_where, passing
 from rag_search.retrieval.fusion import FusedItem, Fused, Retrieved, fuse_chunks, fuse_items, item_ranking
 from rag_search.retrieval.parallel import SecondConnection, SplitRanker
@@ -69,6 +70,9 @@ class SearchRequest:
     rerank: bool | None = None  # None: as configured (search.reranker); False: never; True: the configured one
     # the query's vector when the caller embedded it already (a batch of queries embedded at once): not embedded again
     query_vector: np.ndarray | None = field(default=None, compare=False, repr=False)
+    # the collections the caller may see: word statistics are theirs only (retrieval/corpus.py); None: the owner's
+    # whole index
+    scope: tuple[str, ...] | None = None
 
 
 @dataclass
@@ -84,12 +88,14 @@ class SearchResult:
     rerank_note: str | None = None  # why reranking stopped early or was skipped
     exact_terms: list[str] = field(default_factory=list)  # rare terms whose items were put first
     timings_ms: dict[str, float] = field(default_factory=dict)
+    corpus: Any = field(default=None, repr=False, compare=False)  # the scope's word statistics (request.scope)
 
 
 class SearchEngine:
     """Answers SearchRequests against one Store with one Embedder (loaded lazily by the embedder)."""
 
     name_lookups = None  # titles.search's backend: rag.db's FTS5 tables
+    scoped_stats = True  # word statistics over a request's scope (retrieval/corpus.py); PostgreSQL: not yet
 
     def __init__(self, store: Store, embedder: Embedder | None, settings: SearchSettings | None = None,
                  reranker: Reranker | None = None, bits_in_ram: bool = False):
@@ -108,6 +114,7 @@ class SearchEngine:
         self._ram: bool | None = None  # during retrieve: whether the bits in RAM are current
         self._now: tuple[int, int] | None = None  # during retrieve: the index's state (_stamp)
         self._counts_stamp: tuple[int, int] | None = None
+        self._corpora: dict[tuple[int, ...], Corpus] = {}  # per scope, for one index state (_counts_stamp)
 
     @property
     def weights(self) -> dict[str, float]:
@@ -163,10 +170,11 @@ class SearchEngine:
         """Each retriever's candidates (None: nothing indexed in scope). Call with the store lock held."""
         top_k = request.top_k or self.settings.top_k
         limit = max(self.settings.candidates, top_k)  # items wanted from each retriever
-        coll_ids = self._collection_ids(request.filters.collections)
+        coll_ids = self._collection_ids(request.filters.collections, request.scope)
         result.chunks_in_index = self._scope_size(coll_ids)
         if result.chunks_in_index == 0:
             return None
+        result.corpus = self.corpus(request.scope)
         got = Retrieved()
         terms = keyword.parse_terms(request.query)
         self._ram = self.bit_matrix is not None and self.bit_matrix.ready(self._now)  # the bits in RAM serve it
@@ -246,12 +254,15 @@ class SearchEngine:
         return fuse_items(got.item_rankings, got.chunk_rankings, got.item_of, weights, chunk_weights,
                           self.settings.rrf_k, pinned, strengths)
 
-    def _collection_ids(self, names: tuple[str, ...]) -> tuple[int, ...]:
+    def _collection_ids(self, names: tuple[str, ...], scope: tuple[str, ...] | None = None) -> tuple[int, ...]:
+        """The collections' ids; QueryError for a name not in the index, naming the known ones (of `scope` only)."""
         ids = []
         for name in dict.fromkeys(names):
             row = self.store.conn.execute("SELECT id FROM collections WHERE name = ?", (name,)).fetchone()
-            if row is None:
-                raise QueryError(f"No collection named '{name}'. {self.store.known_collections_hint()}")
+            if row is None or (scope is not None and name not in scope):
+                known = self.store.known_collections_hint() if scope is None else \
+                    "Collections you can read: " + (", ".join(sorted(scope)) or "none yet") + "."
+                raise QueryError(f"No collection named '{name[:200]}'. {known}")
             ids.append(row[0])
         return tuple(ids)
 
@@ -260,7 +271,7 @@ class SearchEngine:
         conn = self.store.conn
         stamp = self._stamp()
         if self._counts_stamp != stamp:
-            self._counts, self._counts_stamp = {}, stamp
+            self._counts, self._counts_stamp, self._corpora = {}, stamp, {}
         if coll_ids not in self._counts:
             if not coll_ids:
                 n = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
@@ -269,6 +280,19 @@ class SearchEngine:
                 n = conn.execute(sql, coll_ids).fetchone()[0]
             self._counts[coll_ids] = n
         return self._counts[coll_ids]
+
+    def corpus(self, scope: tuple[str, ...] | None) -> Corpus | None:
+        """The word statistics of the collections `scope` names (those that exist), kept while the index does not
+        change; None for the whole index (no scope, or a store without scoped statistics). Call with the lock held."""
+        if scope is None or not self.scoped_stats:
+            return None
+        self._scope_size(())  # resets the cached figures when the index changed
+        marks = ",".join("?" * len(scope)) or "NULL"
+        ids = tuple(sorted(r[0] for r in self.store.conn.execute(
+            f"SELECT id FROM collections WHERE name IN ({marks})", tuple(scope))))
+        if ids not in self._corpora:
+            self._corpora[ids] = Corpus(self.store.conn, ids)
+        return self._corpora[ids]
 
     def _stamp(self) -> tuple[int, int]:
         """Changes whenever the index does (commits by other connections, and this connection's own writes)."""
@@ -295,21 +319,23 @@ class SearchEngine:
 
     def _keyword(self, terms, filters: Filters, coll_ids, limit: int, result: SearchResult, got: Retrieved) -> None:
         t0 = time.perf_counter()
-        conn = self.store.conn
+        conn, corpus = self.store.conn, result.corpus
         n_chunks = result.chunks_in_index if not coll_ids else self._scope_size(())
         if n_chunks != self._df_cache_size:  # document frequencies are only valid for one index state
             self._df_cache, self._df_cache_size = {}, n_chunks
         where = build_where(filters, coll_ids)
         hybrid = result.request.mode == "hybrid"
-        n_items = self._items_count()
-        beside = self._items_beside(terms, where, limit, n_items, hybrid)
-        run = self._keyword_chunks(terms, where, limit * CHUNK_DEPTH, n_chunks, hybrid)
+        n_items = self._items_count() if corpus is None else corpus.rows(keyword.ITEMS)
+        beside = self._items_beside(terms, where, limit, n_items, hybrid) if corpus is None else None
+        run = self._keyword_chunks(terms, where, limit * CHUNK_DEPTH, n_chunks, hybrid, corpus=corpus)
         result.keyword_expression, result.keyword_dropped, result.keyword_rare = run.expression, run.dropped, run.rare
         got.chunk_rankings["keyword_chunks"] = run.ids
-        items = beside.result() if beside is not None else self._keyword_items(terms, where, limit, n_items, hybrid)
+        items = (beside.result() if beside is not None
+                 else self._keyword_items(terms, where, limit, n_items, hybrid, corpus=corpus))
         got.item_rankings["keyword"] = items.ids
         got.item_bm25 = dict(zip(items.ids, items.scores))
-        got.found_share = unmatched.found_share(terms, self.item_df, self.embedder) if hybrid else 1.0
+        item_df = self.item_df if corpus is None else (lambda t: corpus.df(t, keyword.ITEMS, 0))  # the scope's
+        got.found_share = unmatched.found_share(terms, item_df, self.embedder) if hybrid else 1.0
         pins = got.found_share >= unmatched.PIN_MIN_SHARE
         if self.settings.exact_max_items and hybrid and pins:  # keyword mode: BM25 already puts rare terms first
             got.exact = self._exact_items(terms, where)
@@ -317,7 +343,7 @@ class SearchEngine:
         if self.settings.title_weight > 0:
             t0 = time.perf_counter()
             matches = titles.search(conn, result.request.query, terms, where, limit, n_items, self._df_cache,
-                                    self.name_lookups)
+                                    self.name_lookups if corpus is None else _ScopedNames(corpus))
             got.item_rankings["title"] = [m.item_id for m in matches]
             got.names = {m.item_id: m for m in matches}
             result.timings_ms["title"] = _ms(t0)
@@ -326,12 +352,13 @@ class SearchEngine:
         """Items holding the term (cached per index state)."""
         return keyword._df(self.store.conn, term, self._df_cache, keyword.ITEMS)
 
-    def _keyword_chunks(self, terms, where: SqlFilter, limit: int, n_total: int, hybrid: bool) -> keyword.KeywordRun:
+    def _keyword_chunks(self, terms, where: SqlFilter, limit: int, n_total: int, hybrid: bool,
+                        corpus: Corpus | None = None) -> keyword.KeywordRun:
         """The filter goes inside the FTS query: FTS5 ranks every match whatever the LIMIT, so ranking the unfiltered
         matches first and filtering them after costs a second ranking whenever too few pass (100k chunks, tag filter:
         keyword p95 45 -> 23 ms; at 1M no filter shape got slower)."""
         run = keyword.search(self.store.conn, terms, where, limit, n_total, self._df_cache, may_skip=hybrid,
-                             split=None if hybrid else self.split)
+                             split=None if hybrid else self.split, corpus=corpus)
         run.ids = run.ids[:limit]
         return run
 
@@ -340,10 +367,11 @@ class SearchEngine:
         rag.db ranks a keyword-only search's large rankings in halves instead (SplitRanker)."""
         return None
 
-    def _keyword_items(self, terms, where: SqlFilter, limit: int, n_items: int, hybrid: bool) -> keyword.KeywordRun:
+    def _keyword_items(self, terms, where: SqlFilter, limit: int, n_items: int, hybrid: bool,
+                       corpus: Corpus | None = None) -> keyword.KeywordRun:
         """Items by BM25 over their whole text (items_fts)."""
         return keyword.search(self.store.conn, terms, where, limit, n_items, self._df_cache, may_skip=hybrid,
-                              table=keyword.ITEMS, split=None if hybrid else self.split)
+                              table=keyword.ITEMS, split=None if hybrid else self.split, corpus=corpus)
 
     def _exact_items(self, terms, where: SqlFilter) -> dict[int, list[str]]:
         return keyword.exact_items(self.store.conn, terms, where, self.settings.exact_max_items)
@@ -454,7 +482,7 @@ class SearchEngine:
         t0 = time.perf_counter()
         head = items[: self.settings.rerank_top]
         self._choose_chunks(head, keyword.parse_terms(request.query), request.filters, result)
-        candidates = self.candidates(request.query, head, got)
+        candidates = self.candidates(request.query, head, got, result.corpus)
         self._read_vectors([c for cand in candidates for c in cand.chunks], got)
         order, scores, note = apply_rerank(reranker, request.query, candidates, got,
                                            self.settings.rerank_budget_ms / 1000, self.store)
@@ -472,9 +500,10 @@ class SearchEngine:
             return
         got.vectors.update(fetch_vectors(self.store.conn, [], None, self.bit_matrix.cache_rows(missing)))
 
-    def candidates(self, query: str, head: list[FusedItem], got: Retrieved) -> list[Candidate]:
+    def candidates(self, query: str, head: list[FusedItem], got: Retrieved,
+                   corpus: Corpus | None = None) -> list[Candidate]:
         """The fused head as a reranker sees it (its chunks chosen first: `_choose_chunks`)."""
-        idf = self._idf(query)
+        idf = self._idf(query) if corpus is None else corpus.query_idf(query)
         candidates = [Candidate.of(i, got, t) for i, t in zip(head, self._item_texts(head))]
         for c in candidates:
             c.idf = idf
@@ -515,7 +544,7 @@ class SearchEngine:
     def _best_chunks(self, item_ids: list[int], terms, where: SqlFilter, result: SearchResult) -> dict[int, int]:
         expr = result.keyword_expression or keyword.match_expression(terms)
         return keyword.best_chunks(self.store.conn, item_ids, expr, where, probe=result.keyword_rare, terms=terms,
-                                   df_cache=self._df_cache)
+                                   df_cache=self._df_cache, corpus=result.corpus)
 
     def _item_hits(self, items: list[FusedItem], pattern) -> list[Hit]:
         ids = [i.chunk_id for i in items if i.chunk_id is not None]
@@ -553,6 +582,16 @@ class SearchEngine:
             (json.dumps(list(dict.fromkeys(chunk_ids))),),
         ).fetchall()
         return {r[0]: r for r in rows}
+
+
+class _ScopedNames(titles._Fts5Lookups):
+    """titles.search's lookups with the scope's document frequencies (rag.db's candidates and stems)."""
+
+    def __init__(self, corpus: Corpus):
+        self.corpus = corpus
+
+    def df(self, conn, term, cache, table) -> int:
+        return self.corpus.df(term, table)
 
 
 def pinned_items(got: Retrieved) -> list[int]:

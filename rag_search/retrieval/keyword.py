@@ -142,10 +142,12 @@ class KeywordRun:
 
 def search(conn: Any, terms: list[Term], where: SqlFilter, limit: int, n_total: int,
            df_cache: dict[str, int], may_skip: bool = False, table: str = CHUNKS,
-           split: Callable | None = None) -> KeywordRun:
+           split: Callable | None = None, corpus: Any = None) -> KeywordRun:
     """Ids best first for the terms, with common words pruned on large indexes.
 
     table: chunks_fts (chunk ids; n_total = chunks) or items_fts (item ids; n_total = items).
+    corpus: the caller's collections' word statistics (retrieval/corpus.py): counts, pruning and BM25 over those
+    collections only (then n_total is ignored); None: the whole index's.
     may_skip (hybrid search): when every word is common and together they still match more than
     UNRANKABLE_FRACTION of the index or RANK_BUDGET rows, BM25 cannot tell those rows apart (and would
     score them all) — the keyword side is skipped and the vector side carries the query.
@@ -157,14 +159,23 @@ def search(conn: Any, terms: list[Term], where: SqlFilter, limit: int, n_total: 
     run = KeywordRun()
     if not terms:
         return run
+    if corpus is not None:
+        n_total = corpus.rows(table)
+    df = (lambda t, upto=None: corpus.df(t, table, upto)) if corpus is not None else \
+        (lambda t, upto=None: _df(conn, t, df_cache, table, upto))
+    count = corpus.count if corpus is not None else (lambda tbl, expr, cap: _count(conn, tbl, expr, cap))
     threshold = COMMON_MIN_DOCS
     common = []
     if n_total > COMMON_MIN_DOCS:
-        common = [t for t in terms if not (t.phrase or t.prefix) and _df(conn, t, df_cache, table) > threshold]
+        common = [t for t in terms if not (t.phrase or t.prefix) and df(t) > threshold]
     rare = [t for t in terms if t not in common]
     sql = keyword_sql(where, table)
 
     def rows_of(expression: str) -> list:
+        """(id, BM25) best first: FTS5's own ranking (in halves when `split` and no rare term), or the scope's
+        (corpus.ranked)."""
+        if corpus is not None:
+            return corpus.ranked(table, expression, where, limit)
         if split is not None and not rare:
             return split(table, where, expression, limit)
         return conn.execute(sql, (expression, *where.params, limit)).fetchall()
@@ -176,11 +187,11 @@ def search(conn: Any, terms: list[Term], where: SqlFilter, limit: int, n_total: 
     else:
         ranked = common
         if may_skip:  # words in very many rows cost their whole doclist per ranked query (bm25 counts them)
-            ranked = [t for t in common if _df(conn, t, df_cache, table, AND_MAX_DOCS) <= AND_MAX_DOCS]
+            ranked = [t for t in common if df(t, AND_MAX_DOCS) <= AND_MAX_DOCS]
             run.dropped = [t.text for t in common if t not in ranked]
         every = " AND ".join(t.fts() for t in ranked)
         budget = int(min(RANK_BUDGET, UNRANKABLE_FRACTION * n_total))
-        if may_skip and (not ranked or _count(conn, table, every, budget + 1) > budget):
+        if may_skip and (not ranked or count(table, every, budget + 1) > budget):
             run.dropped = [t.text for t in common]
             return run
         run.expression = every
@@ -188,7 +199,7 @@ def search(conn: Any, terms: list[Term], where: SqlFilter, limit: int, n_total: 
         if len(run.ids) >= limit:
             return run
         either = match_expression(terms)
-        if run.ids and _count(conn, table, either, RANK_BUDGET * 5 + 1) > RANK_BUDGET * 5:
+        if run.ids and count(table, either, RANK_BUDGET * 5 + 1) > RANK_BUDGET * 5:
             return run  # the OR of very common words would rank most of the index for a few more rows
         run.expression = either
     _fill(run, rows_of(run.expression))
@@ -273,7 +284,8 @@ def _literally(conn: Any, item_id: int, term: Term) -> bool:
 
 
 def best_chunks(conn: Any, item_ids: list[int], expression: str | None, where: SqlFilter, probe: bool = False,
-                terms: list[Term] | None = None, df_cache: dict[str, int] | None = None) -> dict[int, int]:
+                terms: list[Term] | None = None, df_cache: dict[str, int] | None = None,
+                corpus: Any = None) -> dict[int, int]:
     """Per item, its chunk that best matches the query, else its first chunk passing the filters.
 
     probe: the expression holds rare words only, so the items' chunks are ranked by BM25 (FTS5 computes each
@@ -287,7 +299,13 @@ def best_chunks(conn: Any, item_ids: list[int], expression: str | None, where: S
     items = json.dumps(item_ids)
     chunks = conn.execute(f"SELECT c.id, c.item_id FROM chunks c JOIN items i ON i.id = c.item_id WHERE c.item_id IN "
                           f"(SELECT value FROM json_each(?)){cond} ORDER BY c.id", (items, *where.params)).fetchall()
-    if expression and probe and len(chunks) <= PROBE_MAX:
+    if expression and probe and corpus is not None:  # the scope's BM25 picks (the whole index's must not)
+        item_of = dict(chunks)
+        scored = corpus.rescore(CHUNKS, expression, list(item_of))
+        for chunk, score in sorted(scored.items(), key=lambda r: (r[1], r[0])):
+            if score < 0:  # it matches (a chunk holding no query phrase scores 0)
+                out.setdefault(item_of[chunk], chunk)
+    elif expression and probe and len(chunks) <= PROBE_MAX:
         # A few items: rank only their own chunks, in one statement (0.1–0.3 ms at 1M chunks; a statement per chunk
         # took ~4 ms each), rather than every chunk of the index that matches.
         item_of = dict(chunks)
@@ -304,7 +322,7 @@ def best_chunks(conn: Any, item_ids: list[int], expression: str | None, where: S
         for item, chunk in rows:
             out.setdefault(item, chunk)
     elif terms:
-        out.update(_covering(conn, chunks, terms, {} if df_cache is None else df_cache))
+        out.update(_covering(conn, chunks, terms, {} if df_cache is None else df_cache, corpus))
     rest = [i for i in item_ids if i not in out]
     if rest:
         rows = conn.execute(
@@ -315,7 +333,8 @@ def best_chunks(conn: Any, item_ids: list[int], expression: str | None, where: S
     return out
 
 
-def _covering(conn: Any, chunks: list[tuple[int, int]], terms: list[Term], df_cache: dict[str, int]) -> dict[int, int]:
+def _covering(conn: Any, chunks: list[tuple[int, int]], terms: list[Term], df_cache: dict[str, int],
+              corpus: Any = None) -> dict[int, int]:
     """Per item (of `chunks`: (chunk id, item id) by chunk id), its chunk holding the rarest query terms: the sum
     over the distinct terms it holds of log(1 + (COMMON_MIN_DOCS + 1) / rows holding the term, counted up to
     COMMON_MIN_DOCS + 1); ties go to the item's first chunk."""
@@ -326,7 +345,8 @@ def _covering(conn: Any, chunks: list[tuple[int, int]], terms: list[Term], df_ca
         held = conn.execute(f"SELECT rowid FROM {CHUNKS} WHERE {CHUNKS} MATCH ? AND rowid IN "
                             "(SELECT value FROM json_each(?))", (t.fts(), ids)).fetchall()
         if held:
-            weight = math.log(1 + (COMMON_MIN_DOCS + 1) / max(_df(conn, t, df_cache, CHUNKS), 1))
+            rows = corpus.df(t, CHUNKS) if corpus is not None else _df(conn, t, df_cache, CHUNKS)
+            weight = math.log(1 + (COMMON_MIN_DOCS + 1) / max(rows, 1))
             for (chunk,) in held:
                 score[chunk] = score.get(chunk, 0.0) + weight
     out: dict[int, int] = {}

@@ -77,23 +77,24 @@ class PlanResult:
 
 
 def run_plan(engine: SearchEngine, plan: QueryPlan, filters: Filters, top_k: int | None = None,
-             relevance: bool = True) -> PlanResult:
-    """The plan's sub-queries run (one lock, their vectors embedded at once) and fused into the top k items."""
+             relevance: bool = True, scope: tuple[str, ...] | None = None) -> PlanResult:
+    """The plan's sub-queries run (one lock, their vectors embedded at once) and fused into the top k items;
+    `scope`: the caller's collections (SearchRequest.scope)."""
     runs = plan.checked().runs()
     top_k = top_k or engine.settings.top_k
     semantic = [s.text for s in runs if s.kind != "keyword"]
     vectors = engine_query_vectors(engine, semantic)
     lists: dict[str, tuple[float, list[Hit]]] = {}
-    chunks_in_index = 0
+    chunks_in_index, corpus = 0, None
     with engine.store.lock:
         for n, sub in enumerate(runs):
             result = engine.search(SearchRequest(sub.text, top_k=max(top_k, DEPTH), mode=sub.kind,  # type: ignore[arg-type]
-                                                 filters=filters, query_vector=vectors.get(sub.text)))
+                                                 filters=filters, query_vector=vectors.get(sub.text), scope=scope))
             lists[f"{sub.kind}#{n + 1}"] = (sub.weight, result.hits)
-            chunks_in_index = max(chunks_in_index, result.chunks_in_index)
+            chunks_in_index, corpus = max(chunks_in_index, result.chunks_in_index), result.corpus or corpus
     hits = fuse_lists(lists, engine.settings.rrf_k)[:top_k]
     if relevance:
-        hits = best_relevance(engine, runs, hits, vectors)
+        hits = best_relevance(engine, runs, hits, vectors, corpus)
     return PlanResult(hits, chunks_in_index)
 
 
@@ -112,11 +113,11 @@ def fuse_lists(lists: dict[str, tuple[float, list[Hit]]], k: int) -> list[Hit]:
 
 
 def best_relevance(engine: SearchEngine, runs: tuple[SubQuery, ...], hits: list[Hit],
-                   vectors: dict[str, np.ndarray]) -> list[Hit]:
+                   vectors: dict[str, np.ndarray], corpus=None) -> list[Hit]:
     """Each hit with its best relevance over the sub-queries (a keyword sub-query's words, a semantic one's
-    meaning)."""
+    meaning); `corpus`: the scope's word statistics (relevance.with_relevance)."""
     best = {h.item_id: 0.0 for h in hits}
     for sub in runs:
-        for h in with_relevance(engine.store, sub.text, hits, vectors.get(sub.text)):
+        for h in with_relevance(engine.store, sub.text, hits, vectors.get(sub.text), corpus):
             best[h.item_id] = max(best[h.item_id], h.relevance or 0.0)
     return [replace(h, relevance=best[h.item_id]) for h in hits]

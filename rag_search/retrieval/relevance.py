@@ -3,7 +3,9 @@
 relevance = the larger of two evidences, each 0..1 and each meaning the same for any query:
 - meaning: the cosine similarity of the query's vector and the hit's passage vector (negative counts as 0);
 - words: the share of the query's words the hit's title, headings and passage hold, each word weighted by its
-  rarity in the index (IDF over items), so "the kubernetes upgrade" counts kubernetes far more than "upgrade".
+  rarity in the index (IDF over items), so "the kubernetes upgrade" counts kubernetes far more than "upgrade";
+  for a caller who sees only some collections, their rarity in those collections (retrieval/corpus.py: a word only
+  another user's notes hold weighs nothing, as if those notes were not there).
 A passage holding every rare word of the query scores ~1; one about the same subject in other words scores its
 cosine. What a threshold keeps on the judged sets: bench/relevance_scale.py (0.5 keeps about a third of the top 10
 and three quarters or more of the judged-relevant hits among them).
@@ -22,7 +24,8 @@ from rag_search.retrieval.rerank import _stem, query_idf, tokens
 
 if TYPE_CHECKING:
     from rag_search.embedders import Embedder
-    from rag_search.retrieval.engine import SearchEngine
+    from rag_search.retrieval.corpus import Corpus
+    from rag_search.retrieval.engine import SearchEngine, SearchRequest, SearchResult
     from rag_search.store import Store
 
 
@@ -49,12 +52,15 @@ def engine_query_vectors(engine: SearchEngine, texts: Sequence[str]) -> dict[str
     return query_vectors(engine.embedder, texts)
 
 
-def with_relevance(store: Store, query: str, hits: list[Hit], query_vector: np.ndarray | None) -> list[Hit]:
-    """The hits, each with its relevance (Hit.relevance) to the query."""
+def with_relevance(store: Store, query: str, hits: list[Hit], query_vector: np.ndarray | None,
+                   corpus: Corpus | None = None) -> list[Hit]:
+    """The hits, each with its relevance (Hit.relevance) to the query; `corpus`: the caller's collections' word
+    statistics (SearchResult.corpus), None for the whole index's."""
     if not hits:
         return hits
     with store.lock:
-        idf = query_idf(store.conn, query, _items(store), {}, postgres=store.postgres)
+        idf = corpus.query_idf(query) if corpus is not None else \
+            query_idf(store.conn, query, _items(store), {}, postgres=store.postgres)
         cosine = _cosines(store, [h.chunk_id for h in hits], query_vector)
     return [replace(h, relevance=max(cosine.get(h.chunk_id, 0.0), word_share(idf, h))) for h in hits]
 
@@ -82,6 +88,16 @@ def _cosines(store: Store, chunk_ids: list[int], query_vector: np.ndarray | None
 def _items(store: Store) -> int:
     """About the number of items (the highest item id: one index lookup, where count(*) reads every row)."""
     return store.conn.execute("SELECT coalesce(max(id), 0) FROM items").fetchone()[0] or 1
+
+
+def search_with_relevance(engine: SearchEngine, request: SearchRequest) -> SearchResult:
+    """engine.search with each hit's relevance (the query embedded once for both, unless the request has it)."""
+    vector = request.query_vector
+    if vector is None and request.mode != "keyword":
+        vector = engine_query_vectors(engine, [request.query]).get(request.query)
+    result = engine.search(replace(request, query_vector=vector))
+    result.hits = with_relevance(engine.store, request.query, result.hits, vector, result.corpus)
+    return result
 
 
 def at_least(hits: list[Hit], min_score: float | None) -> list[Hit]:

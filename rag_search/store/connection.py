@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -49,7 +50,7 @@ def connect(path: Path | str, *, readonly: bool = False, memory: tuple[int, int]
                 raise StoreError(f"No index at {p}. Index something first: `local-rag index ...`.")
             target = f"file:{p.resolve().as_posix()}?mode=ro"
         else:
-            p.parent.mkdir(parents=True, exist_ok=True)
+            _create_private(p)
     try:
         conn = driver.connect(
             target, uri=readonly, timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False, isolation_level=None
@@ -67,6 +68,21 @@ def connect(path: Path | str, *, readonly: bool = False, memory: tuple[int, int]
     conn.execute(f"PRAGMA cache_size = -{cache_mib * 1024}")  # negative: KiB
     conn.execute(f"PRAGMA mmap_size = {mmap_mib * 1024 * 1024}")
     return conn
+
+
+def _create_private(db: Path) -> None:
+    """A new index readable by its owner only: its folder 0700, the file 0600 before SQLite opens it (its -wal and
+    -shm files take the database file's permissions)."""
+    from rag_search.file_updates import private_folder
+
+    private_folder(db.parent)
+    try:
+        os.close(os.open(db, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise StoreError(f"Cannot create the index {db} ({exc.strerror or exc}). Check the folder's permissions, or "
+                         "set LOCAL_RAG_HOME (or LOCAL_RAG_DB) to a place you can write.") from exc
 
 
 def _load_vec(conn: Any) -> None:

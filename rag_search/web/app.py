@@ -8,6 +8,8 @@ Security comes from the Gate (security.py) given by the server that mounts the a
 
 from __future__ import annotations
 
+import ipaddress
+import time
 from functools import wraps
 from pathlib import Path
 from urllib.parse import quote
@@ -19,6 +21,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
+from rag_search.access.http_keys import Refusal, client_address
 from rag_search.errors import NotFound, QueryError
 from rag_search.retrieval.engine import MODES
 from rag_search.web import documents, related, searching, status
@@ -30,18 +33,20 @@ HERE = Path(__file__).parent
 HEADERS = {  # nothing is loaded from elsewhere, no inline script runs, no other site may frame the page
     "content-security-policy": "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
                                "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
-    "x-frame-options": "DENY", "x-content-type-options": "nosniff", "referrer-policy": "no-referrer",
+    # same-origin: never sent to other sites, and the page's own form posts carry its Origin (with no-referrer,
+    # Chromium sends `Origin: null`, which the server's Origin check cannot tell from another site's sandboxed page)
+    "x-frame-options": "DENY", "x-content-type-options": "nosniff", "referrer-policy": "same-origin",
 }
+EXPIRED_FORM = "This form has expired (the server restarted, or you signed in again elsewhere): reload the page " \
+               "and press the button again."
 
 
-WRONG_SIGN_IN = {("token",): "That is not the token this server was started with. Check it and try again.",
-                 ("key",): "That is not a key of this server. Check it, or ask the server's owner for a new one "
-                           "(`local-rag users key NAME`)."}
-
-
-def web_app(backend: Backend, gate: Gate, dagster_ui: str = status.DAGSTER_UI, index_run=None) -> SecurityHeaders:
-    """The page over an open index. index_run(collection) -> counts: what "index now" calls (default rag_index's)."""
-    pages = Pages(backend, gate, dagster_ui, status.IndexJobs(index_run or status.mcp_index_run(backend)))
+def web_app(backend: Backend, gate: Gate, dagster_ui: str | None = None, index_run=None,
+            record=None) -> SecurityHeaders:
+    """The page over an open index. dagster_ui: where people's browsers reach the Dagster UI (default: the server's
+    server.dagster_url, else the local UI for browsers on this machine only). index_run(collection) -> counts: what
+    "index now" calls (default rag_index's). record(user, tool, arguments, answer, started): the query log's."""
+    pages = Pages(backend, gate, dagster_ui, status.IndexJobs(index_run or status.mcp_index_run(backend)), record)
     routes = [
         Route("/", pages.home), Route("/results", pages.results), Route("/item/{item_id:int}", pages.item),
         Route("/status", pages.status_view), Route("/index", pages.index_now, methods=["POST"]),
@@ -62,7 +67,8 @@ def signed_in(handler):
             if request.method == "GET" and request.url.path != "/results":
                 target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
                 return RedirectResponse(f"/login?next={quote(target, safe='')}", status_code=303)
-            return Response("Sign in first: open the page again.", status_code=401)
+            return self.error(request, None, 401, "You are signed out (or your sign-in ended): sign in again.",
+                              link=("/login", "Sign in"))
         return await handler(self, request, principal)
     return wrapped
 
@@ -70,8 +76,8 @@ def signed_in(handler):
 class Pages:
     """The route handlers over one backend, gate and set of "index now" jobs."""
 
-    def __init__(self, backend: Backend, gate: Gate, dagster_ui: str, jobs: status.IndexJobs):
-        self.backend, self.gate, self.dagster_ui, self.jobs = backend, gate, dagster_ui, jobs
+    def __init__(self, backend: Backend, gate: Gate, dagster_ui: str | None, jobs: status.IndexJobs, record=None):
+        self.backend, self.gate, self.dagster_ui, self.jobs, self.record = backend, gate, dagster_ui, jobs, record
         self.templates, self.csrf = Jinja2Templates(directory=str(HERE / "templates")), Csrf()
 
     def page(self, request: Request, name: str, principal: Principal | None, code: int = 200, **values) -> Response:
@@ -79,18 +85,39 @@ class Pages:
                    "sign_out": bool(self.gate.login_fields)}
         return self.templates.TemplateResponse(request, name, values, status_code=code)
 
+    def error(self, request: Request, principal: Principal | None, code: int, message: str,
+              link: tuple[str, str] = ("/", "Back to search"), headers: dict | None = None) -> Response:
+        """A page that says what went wrong and what to do (never a bare status or JSON)."""
+        response = self.page(request, "error.html", principal, code, message=message, link=link,
+                             title={401: "Sign in", 403: "Refused", 404: "Not found", 429: "Wait"}.get(code, "Error"))
+        response.headers.update(headers or {})
+        return response
+
     @signed_in
     async def home(self, request: Request, principal: Principal) -> Response:
         allowed = self.gate.collections_for(principal)
-        answer = await _search(self.backend, request, allowed)
+        answer = await self._search(request, principal, allowed)
         facets = await _thread(options, self.backend, allowed)
         return self.page(request, "search.html", principal, 400 if answer.error else 200, answer=answer,
                          options=facets, modes=MODES)
 
     @signed_in
     async def results(self, request: Request, principal: Principal) -> Response:
-        answer = await _search(self.backend, request, self.gate.collections_for(principal))
+        answer = await self._search(request, principal, self.gate.collections_for(principal))
         return self.page(request, "_results.html", principal, 400 if answer.error else 200, answer=answer)
+
+    async def _search(self, request: Request, principal: Principal, allowed) -> searching.Answer:
+        """The search of the query string, recorded in the query log as an MCP search is (tool "page")."""
+        started = time.perf_counter()
+        answer = await _search(self.backend, request, allowed)
+        if self.record is not None and answer.query.q:
+            q = answer.query
+            arguments = {"query": q.q, "mode": q.mode, "collections": list(q.collections), "types": list(q.types),
+                         "after": q.after or None, "before": q.before or None, "tags": list(q.tags),
+                         "people": list(q.people)}
+            shown = {"hits": [{"key": h["key"]} for h in answer.hits + answer.weaker]}
+            await _thread(self.record, principal.name, "page", arguments, shown, started, answer.error)
+        return answer
 
     @signed_in
     async def item(self, request: Request, principal: Principal) -> Response:
@@ -100,13 +127,14 @@ class Pages:
             view = await _thread(documents.open_item, self.backend, item_id, chunk, q, allowed,
                                  _int(request.query_params.get("part")))
         except NotFound as exc:
-            return self.page(request, "error.html", principal, 404, message=str(exc))
+            return self.error(request, principal, 404, str(exc))
         near = await _thread(related.related, self.backend, item_id, allowed)
         return self.page(request, "item.html", principal, item=view, related=near)
 
     @signed_in
     async def status_view(self, request: Request, principal: Principal) -> Response:
-        view = await _thread(status.status, self.backend, self.gate.collections_for(principal), self.dagster_ui)
+        view = await _thread(status.status, self.backend, self.gate.collections_for(principal),
+                             self._dagster_ui(request))
         names = {c["name"] for c in view["collections"]}
         jobs = {n: j for n, j in self.jobs.all().items() if n in names}
         return self.page(request, "status.html", principal, view=view, jobs=jobs,
@@ -117,11 +145,19 @@ class Pages:
         form = await request.form()
         name, allowed = str(form.get("collection", "")), self.gate.collections_for(principal)
         if not self.csrf.ok(principal, str(form.get("csrf", ""))):
-            return Response("This form has expired: reload the status page and press the button again.", 403)
+            return self.error(request, principal, 403, EXPIRED_FORM, link=("/status", "Back to the status page"))
         if allowed is not None and name not in allowed:
-            return self.page(request, "error.html", principal, 404, message=f"No collection named '{name[:80]}'.")
+            return self.error(request, principal, 404, f"No collection named '{name[:80]}' among yours.",
+                              link=("/status", "Back to the status page"))
         self.jobs.start(name)
         return RedirectResponse("/status", status_code=303)
+
+    def _dagster_ui(self, request: Request) -> str | None:
+        """Where this visitor's browser reaches the Dagster UI: the configured public address, else the local UI
+        for a browser on this machine; None (runs shown without links) for anyone else."""
+        settings = self.backend.settings
+        public = self.dagster_ui or (settings.server.dagster_url if settings is not None else None)
+        return public or (status.DAGSTER_UI if _loopback(client_address(request.scope)) else None)
 
     async def login(self, request: Request) -> Response:
         target = safe_next(request.query_params.get("next"))
@@ -130,11 +166,15 @@ class Pages:
         if request.method == "GET":
             return self.page(request, "login.html", None, fields=self.gate.login_fields, next=target)
         form = await request.form()
-        value = self.gate.sign_in({k: str(v) for k, v in form.items() if k in self.gate.login_fields})
+        fields = {k: str(v) for k, v in form.items() if k in self.gate.login_fields}
+        value = await _thread(self.gate.sign_in, fields, client_address(request.scope))
         target = safe_next(str(form.get("next", "")))
-        if value is None:
-            return self.page(request, "login.html", None, 401, fields=self.gate.login_fields, next=target,
-                             message=WRONG_SIGN_IN.get(self.gate.login_fields, WRONG_SIGN_IN[("token",)]))
+        if isinstance(value, Refusal):
+            wait = {"retry-after": str(value.retry_after)} if value.retry_after else {}
+            response = self.page(request, "login.html", None, value.status, fields=self.gate.login_fields,
+                                 next=target, message=value.message)
+            response.headers.update(wait)
+            return response
         response = RedirectResponse(target, status_code=303)
         response.set_cookie(**cookie_args(request, value))
         return response
@@ -143,7 +183,8 @@ class Pages:
     async def logout(self, request: Request, principal: Principal) -> Response:
         form = await request.form()
         if not self.csrf.ok(principal, str(form.get("csrf", ""))):
-            return Response("This form has expired: reload the page and sign out again.", 403)
+            return self.error(request, principal, 403, EXPIRED_FORM.replace("press the button", "sign out"))
+        await _thread(self.gate.sign_out, principal)
         response = RedirectResponse("/login", status_code=303)
         response.delete_cookie(COOKIE, path="/")
         return response
@@ -162,6 +203,13 @@ async def _thread(fn, *args):
     import anyio
 
     return await anyio.to_thread.run_sync(lambda: fn(*args))
+
+
+def _loopback(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return False
 
 
 def _int(value: str | None) -> int | None:

@@ -2,7 +2,9 @@
 a commit), the passage that matched marked, what is known about it, and a citation.
 
 Read from the index (store.reads.get_document), never from the source file; only items of collections the
-principal may see can be opened (any other id is "not found", so ids reveal nothing).
+principal may see can be opened (any other id is "not found", so ids reveal nothing). A note's [[wikilinks]] open
+the note they name in the principal's collections (its own collection first), or say it is not among them (the
+same words whether it exists elsewhere or nowhere). A note's properties (its front matter) are shown above it.
 """
 
 from __future__ import annotations
@@ -29,8 +31,13 @@ COMMIT_FIELDS = ("sha", "committer", "commit_date", "files_changed", "additions"
 CHAT_FIELDS = ("start", "end", "messages", "channel", "conversation", "service")
 
 
+MAX_ID = 2**63 - 1  # SQLite's largest integer: a longer /item/<digits> is no item
+
+
 def item_collection(backend: Backend, item_id: int, allowed: frozenset[str] | None) -> str:
     """The item's collection, or NotFound when there is no such item or the principal may not see it."""
+    if not 0 <= item_id <= MAX_ID:
+        raise NotFound(f"There is no item {str(item_id)[:30]} in the collections you can see. Search for it again.")
     with backend.store.lock:
         row = backend.store.conn.execute("SELECT co.name FROM items i JOIN collections co ON co.id = i.collection_id "
                                          "WHERE i.id = ?", (item_id,)).fetchone()
@@ -56,8 +63,50 @@ def open_item(backend: Backend, item_id: int, chunk: int | None, q: str, allowed
             "matched_heading": " › ".join(matched["heading_path"]) if matched else None,
             "fields": _fields(doc["source_type"], doc["metadata"])}
     view["citation"] = citation(view, matched, first.get("ts"))
-    view.update(_body(doc, matched if part is None else None, pattern, collection, part))
+    links = wikilinks(backend, doc["text"], collection, allowed) if doc["source_type"] in MARKDOWN else {}
+    view.update(_body(doc, matched if part is None else None, pattern, links, part))
+    view["properties"] = properties(doc) if doc["source_type"] in ("markdown", "canvas") else []
     return view
+
+
+def properties(doc: dict) -> list[tuple[str, str]]:
+    """A note's front matter as (name, value) lines: its tags, then its other properties as written."""
+    out = [("tags", ", ".join(f"#{t}" for t in doc["tags"]))] if doc["tags"] else []
+    for name, value in doc["metadata"].items():
+        if value in (None, "", [], {}):
+            continue
+        shown = ", ".join(map(str, value)) if isinstance(value, list) else \
+            json.dumps(value, ensure_ascii=False) if isinstance(value, dict) else str(value)
+        out.append((str(name), shown))
+    return out
+
+
+def wikilinks(backend: Backend, text: str, collection: str, allowed: frozenset[str] | None) -> dict[str, int | None]:
+    """Each [[target]] of the note → the item it opens (the note's own collection first, then the others the
+    principal may see), or None when no collection they may see holds it."""
+    targets = {t.strip().lower() for t in rendering.wikilink_targets(text)}
+    if not targets:
+        return {}
+    with backend.store.lock:
+        rows = backend.store.conn.execute("SELECT id, name FROM collections").fetchall()
+        own = next(i for i, n in rows if n == collection)
+        order = [own] + [i for i, n in rows if i != own and (allowed is None or n in allowed)]
+        return {t: _resolve(backend.store.conn, t, order) for t in targets}
+
+
+def _resolve(conn, target: str, collections: list[int]) -> int | None:
+    for coll in collections:
+        row = conn.execute(
+            "SELECT id FROM items WHERE collection_id = ? AND status = 'indexed' AND (lower(title) = ? OR lower(key) = ? "
+            "OR lower(key) = ? OR lower(key) LIKE ? ESCAPE '\\') ORDER BY length(key) LIMIT 1",
+            (coll, target, target, target + ".md", "%/" + _like(target) + ".md")).fetchone()
+        if row:
+            return row[0]
+    return None
+
+
+def _like(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
 def _chunk(backend: Backend, item_id: int, idx: int) -> dict[str, Any] | None:
@@ -69,7 +118,7 @@ def _chunk(backend: Backend, item_id: int, idx: int) -> dict[str, Any] | None:
             "author": r[6], "participants": json.loads(r[7])}
 
 
-def _body(doc: dict, matched: dict | None, pattern, collection: str, part: int | None) -> dict[str, Any]:
+def _body(doc: dict, matched: dict | None, pattern, links: dict[str, int | None], part: int | None) -> dict[str, Any]:
     """The text part of the page: {"html": Markup} or {"messages": [...]}, plus chapter links for books."""
     kind, text, out = doc["source_type"], doc["text"], {}
     span = rendering.locate(text, matched["body"]) if matched else None
@@ -78,7 +127,7 @@ def _body(doc: dict, matched: dict | None, pattern, collection: str, part: int |
     if kind in CHAPTERED:
         text, span, out["book"] = _chapter(text, span, pattern, part)
     if kind in MARKDOWN:
-        out["html"], out["frontmatter"] = rendering.markdown(text, span, collection)
+        out["html"], out["frontmatter"] = rendering.markdown(text, span, links)
         out["markdown"] = True
     elif kind == "chat":
         out["messages"] = rendering.chat(text, span, pattern)

@@ -1,5 +1,6 @@
 """What the filters offer: the collections the principal may see, their source types and tags, the people of the
-people directory, and relative dates; counted again only when the index changed."""
+people directory (for a principal who sees only some collections: those who appear in them), and relative dates;
+counted again only when the index changed."""
 
 from __future__ import annotations
 
@@ -16,15 +17,15 @@ _guard = threading.Lock()
 
 
 def options(backend: Backend, allowed: frozenset[str] | None) -> dict[str, Any]:
-    conn = backend.store.conn
+    conn, directory = backend.store.conn, backend.people
     with backend.store.lock:
         stamp = (id(backend.store), conn.execute("PRAGMA data_version").fetchone()[0], conn.total_changes,
-                 None if allowed is None else tuple(sorted(allowed)))
+                 None if allowed is None else tuple(sorted(allowed)), id(directory))
         with _guard:
             if stamp in _cache:
                 return _cache[stamp]
         found = _read(conn, allowed)
-    found["people"] = sorted(p.name for p in (backend.people.people if backend.people else []))
+        found["people"] = _people(conn, directory, allowed)
     found["dates"] = DATES_OFFERED
     with _guard:
         _cache.clear()  # one index state at a time
@@ -45,3 +46,20 @@ def _read(conn, allowed: frozenset[str] | None) -> dict[str, Any]:
         f"c.collection_id IN ({marks}) GROUP BY f.value ORDER BY count(DISTINCT c.item_id) DESC, 1 LIMIT ?",
         (*values, TAGS_OFFERED))]
     return {"collections": [r[1] for r in ids], "types": types, "tags": tags}
+
+
+def _people(conn, directory, allowed: frozenset[str] | None) -> list[str]:
+    """The directory's people; for a principal who sees only some collections, those named (by an identifier or
+    their name) as an author or participant in them: the directory is the owner's address book."""
+    people = directory.people if directory else []
+    if allowed is None or not people:
+        return sorted(p.name for p in people)
+    ids = [r[0] for r in conn.execute("SELECT id, name FROM collections") if r[1] in allowed]
+    if not ids:
+        return []
+    marks = ",".join("?" * len(ids))
+    seen = " ".join(r[0] for r in conn.execute(
+        f"SELECT DISTINCT f.value FROM chunk_facets f JOIN chunks c ON c.id = f.chunk_id WHERE f.name = 'participant' "
+        f"AND c.collection_id IN ({marks}) UNION SELECT DISTINCT author FROM chunks WHERE collection_id IN ({marks}) "
+        "AND author IS NOT NULL", (*ids, *ids))).lower()
+    return sorted(p.name for p in people if any(i and i.lower() in seen for i in (*p.identifiers, p.name)))

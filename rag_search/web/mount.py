@@ -7,7 +7,7 @@ MCP_PATH = "/mcp"
 
 class BesideMcp:
     """ASGI: requests under /mcp and the lifespan go to the MCP app, the rest to the web app. The server's own
-    checks (Host, Origin: mcp_http.HostOriginGuard) wrap this whole app, so they guard both."""
+    checks (Host, Origin: mcp/http.HostOriginGuard) wrap this whole app, so they guard both."""
 
     def __init__(self, mcp, web):
         self.mcp, self.web = mcp, web
@@ -19,9 +19,10 @@ class BesideMcp:
         return await self.web(scope, receive, send)
 
 
-def page_for(context, access, paths):
-    """The page of a `local-rag serve` process (its RagContext) behind the server's keys (http_keys.Access)."""
+def page_for(context, access, paths, record=None):
+    """The page of a `local-rag serve` process (its RagContext) behind the server's keys (http_keys.Access), its
+    searches recorded by `record` (the MCP server's query log: mcp/server.record_query)."""
     from rag_search.web import Backend, web_app
-    from rag_search.web.key_gate import KeyGate, LoginLimit
+    from rag_search.web.key_gate import KeyGate
 
-    return LoginLimit(web_app(Backend.of(context), KeyGate(access, paths)), access)
+    return web_app(Backend.of(context), KeyGate(access, paths), record=record)

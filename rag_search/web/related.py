@@ -20,7 +20,9 @@ THREAD_MAX = 30
 
 
 def related(backend: Backend, item_id: int, allowed: frozenset[str] | None) -> dict[str, list[dict[str, Any]]]:
-    found = related_items(backend.store, item_id, SIMILAR)
+    """Similar items are found among the allowed collections only (inside the KNN: never fewer because of items
+    the principal cannot see); links and backlinks are the item's own collection's."""
+    found = related_items(backend.store, item_id, SIMILAR, collection_ids=_ids(backend, allowed))
 
     def seen(rows: list[dict]) -> list[dict]:
         return [r for r in rows if r.get("item_id") and (allowed is None or r.get("collection") in allowed)]
@@ -29,6 +31,15 @@ def related(backend: Backend, item_id: int, allowed: frozenset[str] | None) -> d
         thread = _thread(backend.store.conn, item_id)
     return {"links": seen(found["links"]), "backlinks": seen(found["backlinks"]), "thread": thread,
             "similar": seen(found["similar"])}
+
+
+def _ids(backend: Backend, allowed: frozenset[str] | None) -> tuple[int, ...]:
+    """The allowed collections' ids (() for all; a principal allowed none gets an id no collection has)."""
+    if allowed is None:
+        return ()
+    with backend.store.lock:
+        ids = [r[0] for r in backend.store.conn.execute("SELECT id, name FROM collections") if r[1] in allowed]
+    return tuple(ids) or (-1,)
 
 
 def _thread(conn, item_id: int) -> list[dict[str, Any]]:

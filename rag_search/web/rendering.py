@@ -9,7 +9,6 @@ without JavaScript.
 from __future__ import annotations
 
 import re
-from urllib.parse import quote_plus
 
 from markdown_it import MarkdownIt
 from markupsafe import Markup, escape
@@ -41,7 +40,12 @@ def locate(text: str, passage: str) -> tuple[int, int] | None:
 
 # -- Markdown ------------------------------------------------------------------------------------------
 
-def markdown(text: str, span: tuple[int, int] | None, collection: str) -> tuple[Markup, str | None]:
+def wikilink_targets(text: str) -> list[str]:
+    """The notes a text's [[wikilinks]] name (without #heading or |alias)."""
+    return [m.group(1) for m in _WIKILINK.finditer(text)]
+
+
+def markdown(text: str, span: tuple[int, int] | None, links: dict[str, int | None]) -> tuple[Markup, str | None]:
     """(the note as HTML with the passage in #match, its front matter as written or None)."""
     front = _FRONTMATTER.match(text)
     cut = front.end() if front else 0
@@ -49,7 +53,7 @@ def markdown(text: str, span: tuple[int, int] | None, collection: str) -> tuple[
     if span is not None:
         span = (max(0, span[0] - cut), max(0, span[1] - cut))
     parts = _split_blocks(body, span)
-    rendered = [_md(p, collection) for p in parts]
+    rendered = [_md(p, links) for p in parts]
     if len(rendered) == 3:
         rendered[1] = f'<div id="match" class="match">{rendered[1]}</div>'
     return Markup("".join(rendered)), front.group(1) if front else None
@@ -73,16 +77,20 @@ def _split_blocks(text: str, span: tuple[int, int] | None) -> list[str]:
     return [text[:a], text[a:b], text[b:]]
 
 
-def _md(text: str, collection: str) -> str:
-    return _MD.render(_WIKILINK.sub(lambda m: _wikilink(m, collection), text)) if text.strip() else ""
+def _md(text: str, links: dict[str, int | None]) -> str:
+    return _MD.render(_WIKILINK.sub(lambda m: _wikilink(m, links), text)) if text.strip() else ""
 
 
-def _wikilink(m: re.Match, collection: str) -> str:
-    """[[Target|alias]] → a link searching for the target (its name) in the note's collection."""
+NOT_YOURS = "not in the collections you can see"
+
+
+def _wikilink(m: re.Match, links: dict[str, int | None]) -> str:
+    """[[Target|alias]] → a link to the note it names (documents.wikilinks found it), or the label saying it is
+    not among the principal's collections."""
     target, label = m.group(1).strip(), (m.group(3) or m.group(1)).strip()
-    href = f"/?q={quote_plus(chr(34) + target + chr(34))}&collection={quote_plus(collection)}"
     label = re.sub(r"([\\`*_\[\]<>])", r"\\\1", label)
-    return f"[{label}](<{href}>)"
+    found = links.get(target.lower())
+    return f"[{label}](</item/{found}>)" if found is not None else f"{label} *({NOT_YOURS})*"
 
 
 # -- text, code, chat --------------------------------------------------------------------------------

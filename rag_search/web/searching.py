@@ -2,7 +2,9 @@
 
 The parameters are the form's fields, so `/?q=words&collection=notes&after=7d` is a bookmarkable results page:
 q, mode, collection (repeatable), type (repeatable), after, before, tag (repeatable), person (repeatable), top.
-The search itself is the library's (SearchEngine, people resolution, the CLI's bounds); nothing here ranks.
+The search itself is the library's (SearchEngine, people resolution, the CLI's bounds); nothing here ranks. Word
+statistics are those of the collections the principal may see (SearchRequest.scope). Hits whose relevance is below
+search.weaker_below are folded away as weaker matches; when none is above it, the page says nothing was found.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from rag_search.people import resolve_filters
 from rag_search.records import Hit
 from rag_search.retrieval import Filters, SearchRequest, parse_date
 from rag_search.retrieval.engine import MODES
+from rag_search.retrieval.relevance import search_with_relevance
 from rag_search.retrieval.snippets import MARK_OPEN
 from rag_search.web.backend import Backend
 
@@ -75,6 +78,7 @@ class Answer:
 
     query: Query
     hits: list[dict[str, Any]] = field(default_factory=list)
+    weaker: list[dict[str, Any]] = field(default_factory=list)  # below the floor: folded away
     ms: float = 0.0
     error: str | None = None
     empty_index: bool = False
@@ -87,21 +91,30 @@ def search(backend: Backend, query: Query, allowed: frozenset[str] | None) -> An
         return answer
     t0 = time.perf_counter()
     try:
-        filters = resolve_filters(check_filters(_scoped(query.filters(), allowed)), backend.people)
-        result = backend.engine.search(SearchRequest(check_query(query.q), top_k=query.top, mode=query.mode,
-                                                     filters=filters))
+        filters = _scoped(query.filters(), allowed, _existing(backend))
+        if filters is None:  # only collections of theirs that are not indexed yet
+            answer.empty_index = True
+            return answer
+        filters = resolve_filters(check_filters(filters), backend.people)
+        scope = None if allowed is None else tuple(sorted(allowed))
+        result = search_with_relevance(backend.engine, SearchRequest(check_query(query.q), top_k=query.top,
+                                                                     mode=query.mode, filters=filters, scope=scope))
     except RagError as exc:  # a bad filter, a collection not shared, an index built by another embedder
         answer.error = str(exc)
         return answer
     answer.ms = (time.perf_counter() - t0) * 1000
     answer.empty_index = result.chunks_in_index == 0
     people = _participants(backend, [h.chunk_id for h in result.hits])
-    answer.hits = [hit_view(h, people.get(h.chunk_id, [])) for h in result.hits]
+    floor = backend.engine.settings.weaker_below
+    for h in result.hits:
+        shown = answer.hits if (h.relevance or 0.0) >= floor else answer.weaker
+        shown.append(hit_view(h, people.get(h.chunk_id, [])))
     return answer
 
 
-def _scoped(filters: Filters, allowed: frozenset[str] | None) -> Filters:
-    """The filters narrowed to the allowed collections; naming another one is 'no such collection'."""
+def _scoped(filters: Filters, allowed: frozenset[str] | None, existing: set[str]) -> Filters | None:
+    """The filters narrowed to the allowed collections that are indexed (None: none of those asked for is yet);
+    naming another one is 'no such collection'."""
     if allowed is None:
         return filters
     for name in filters.collections:
@@ -109,7 +122,13 @@ def _scoped(filters: Filters, allowed: frozenset[str] | None) -> Filters:
             raise NotFound(f"No collection named '{name[:80]}'. Pick one from the list.")
     if not allowed:
         raise NotFound("No collection is shared with you yet. Ask the owner of this index to share one.")
-    return Filters(**{**filters.__dict__, "collections": filters.collections or tuple(sorted(allowed))})
+    names = tuple(n for n in (filters.collections or sorted(allowed)) if n in existing)
+    return Filters(**{**filters.__dict__, "collections": names}) if names else None
+
+
+def _existing(backend: Backend) -> set[str]:
+    with backend.store.lock:
+        return {r[0] for r in backend.store.conn.execute("SELECT name FROM collections")}
 
 
 def _participants(backend: Backend, chunk_ids: list[int]) -> dict[int, list[str]]:
@@ -126,6 +145,7 @@ def hit_view(hit: Hit, participants: list[str]) -> dict[str, Any]:
     others = [p for p in participants if p != hit.author]
     return {
         "item_id": hit.item_id, "chunk": hit.chunk_index, "title": hit.title or hit.key, "kind": hit.source_type,
+        "key": hit.key, "relevance": hit.relevance,
         "collection": hit.collection, "uri": hit.uri, "date": local_date(hit.ts),
         "heading": " › ".join(hit.heading_path), "page": hit.page, "author": hit.author,
         "participants": others[:MAX_PARTICIPANTS_SHOWN], "more_participants": max(0, len(others) - MAX_PARTICIPANTS_SHOWN),

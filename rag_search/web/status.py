@@ -1,5 +1,6 @@
-"""The status view: collections (indexed, and configured ones not indexed yet) with counts and last index time, failed items with their reasons, each
-collection's running or last Dagster run (linked into the Dagster UI), and "index now".
+"""The status view: collections (indexed, and configured ones not indexed yet) with counts and last index time, failed
+items with their reasons, each collection's running or last Dagster run (linked into the Dagster UI where the
+visitor's browser can reach it: server.dagster_url, or the local UI for a browser on this machine), and "index now".
 
 "Index now" runs what MCP's rag_index runs (mcp_index.index: the collection's lock, so one run per collection,
 and the same Dagster pipelines), in a thread of this process; the page shows it running and then its outcome.
@@ -79,7 +80,8 @@ def mcp_index_run(backend: Backend) -> Callable[[str], dict]:
     return run
 
 
-def status(backend: Backend, allowed: frozenset[str] | None, dagster_ui: str) -> dict[str, Any]:
+def status(backend: Backend, allowed: frozenset[str] | None, dagster_ui: str | None) -> dict[str, Any]:
+    """The view's figures; `dagster_ui` None: runs without links (the visitor cannot reach the UI)."""
     def seen(name: str) -> bool:
         return allowed is None or name in allowed
 
@@ -91,9 +93,11 @@ def status(backend: Backend, allowed: frozenset[str] | None, dagster_ui: str) ->
                      "failed": 0, "chunks": 0, "last_indexed": None} for n in configured(backend) if seen(n)
                     and n not in indexed]
     runs, runs_note = last_runs(backend, [c["name"] for c in collections])
+    if allowed is not None and runs_note:  # where the server keeps its files is the owner's business
+        runs_note = runs_note.split(" (")[0] + "."
     for c in collections:
         run = runs.get(c["name"])
-        c["run"] = run and {**run, "url": f"{dagster_ui.rstrip('/')}/runs/{run['run_id']}"}
+        c["run"] = run and {**run, "url": f"{dagster_ui.rstrip('/')}/runs/{run['run_id']}" if dagster_ui else None}
     return {"collections": collections, "failures": failures, "runs_note": runs_note, "dagster_ui": dagster_ui}
 
 

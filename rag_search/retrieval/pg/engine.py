@@ -16,6 +16,7 @@ from rag_search.retrieval.rerank import _stem, query_words
 
 class PgSearchEngine(SearchEngine):
     name_lookups = pg_keyword.NameLookups()
+    scoped_stats = False  # word statistics are the whole store's (docs/server.md says so); corpus is always None
 
     def __init__(self, store, embedder, settings=None, reranker=None, long_running: bool = False):
         """long_running (a server): a second connection runs the vector side beside the keyword side, and in
@@ -45,11 +46,11 @@ class PgSearchEngine(SearchEngine):
         with pg_keyword.index_scans(self.store.conn):  # one transaction for the stage's full-text statements
             super()._keyword(terms, filters, coll_ids, limit, result, got)
 
-    def _keyword_chunks(self, terms, where: SqlFilter, limit: int, n_total: int, hybrid: bool) -> KeywordRun:
+    def _keyword_chunks(self, terms, where: SqlFilter, limit: int, n_total: int, hybrid: bool, corpus=None) -> KeywordRun:
         return pg_keyword.search(self.store.conn, terms, where, limit, n_total, self._df_cache, pg_keyword.CHUNKS,
                                  may_skip=hybrid)
 
-    def _keyword_items(self, terms, where: SqlFilter, limit: int, n_items: int, hybrid: bool) -> KeywordRun:
+    def _keyword_items(self, terms, where: SqlFilter, limit: int, n_items: int, hybrid: bool, corpus=None) -> KeywordRun:
         return pg_keyword.search(self.store.conn, terms, where, limit, n_items, self._df_cache, pg_keyword.ITEMS,
                                  may_skip=hybrid)
 

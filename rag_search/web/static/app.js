@@ -49,7 +49,9 @@
     timer = setTimeout(search, DEBOUNCE_MS);
   }
 
-  function hits() { return Array.prototype.slice.call(document.querySelectorAll(".hit .open")); }
+  function hits() {  // the links shown (not those of folded-away weaker matches)
+    return Array.prototype.slice.call(document.querySelectorAll(".hit .open")).filter(function (a) { return a.offsetParent !== null; });
+  }
 
   function move(step) {
     var links = hits(), at = links.indexOf(document.activeElement);
