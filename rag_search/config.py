@@ -104,7 +104,7 @@ class SearchSettings(_Section):
     )
     rerank_model: str | None = Field(None, description="Ollama reranker: the embedding model (default bge-m3).")
     weaker_below: float = Field(
-        0.5, ge=0, le=1,
+        0.45, ge=0, le=1,
         description="For people (the search page, `local-rag search`): hits whose relevance (0..1) is below this are "
                     "folded away as weaker matches, and none above it reads 'nothing found'; 0: every hit is shown. "
                     "MCP answers keep every hit (min_score is the agent's).",

@@ -167,7 +167,7 @@ def test_owner_tags_a_re_execution_inherited_are_not_its_own(instance):
     """The UI's re-execution copies the parent run's tags: the pid of the CLI that ran the parent (gone by then)
     marked the running re-execution failed. Its own worker's pid (its engine event) is what counts."""
     inherited = {**owner_tags("the-parent-run"), PID_TAG: str(dead_pid())}
-    run_id = make_run(instance, tags=inherited)
+    run_id = make_run(instance, tags={**inherited, **LOCAL_LAUNCH})  # launched by the daemon through the code server
     log_pid(instance, run_id, os.getpid())  # the daemon-launched worker: this live process
     assert reap_dead_runs(instance) == []
     [info] = stuck_runs(instance)

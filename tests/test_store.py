@@ -163,3 +163,28 @@ def test_rescoring_reads_vectors_cached_under_an_equivalent_embedder(store):
     cid = store.conn.execute("SELECT id FROM chunks").fetchone()[0]
     store.conn.execute("DELETE FROM chunk_vec")  # only the cache can answer now
     assert np.array_equal(fetch_vectors(store.conn, [cid], "builtin/all-MiniLM-L6-v2-int8pc")[cid], v[0])
+
+
+def test_a_migration_another_process_applied_meanwhile_is_skipped(tmp_path, monkeypatch):
+    """Two processes opening a new home at once both see the migrations pending; the one that waited for the other's
+    write lock found its tables made ("table chunks_fts already exists") and failed its run. The other process is
+    a second connection that migrates the file in the window between reading what is applied and applying it."""
+    from rag_search.store import migrations
+    from rag_search.store.connection import connect
+
+    path = tmp_path / "rag.db"
+    first = connect(path)
+    announce, raced = migrations._announce, []
+
+    def other_process_first(conn, name):
+        if not raced:
+            raced.append(name)
+            Store.open(path).close()  # the other process migrates the whole file now
+        announce(conn, name)
+
+    monkeypatch.setattr(migrations, "_announce", other_process_first)
+    assert migrations.migrate(first) == []  # nothing left to do, and no error
+    assert raced and migrations.pending(first) == []
+    assert first.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == \
+        str(len(migrations.MIGRATIONS))
+    first.close()

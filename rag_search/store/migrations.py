@@ -271,13 +271,13 @@ def migrate(conn: Any) -> list[str]:
     conn.commit()
     done = set(applied(conn))
     ran = []
-    for name, sql in MIGRATIONS:
+    for number, (name, sql) in enumerate(MIGRATIONS, start=1):
         if name in done:
             continue
         _announce(conn, name)
         now = datetime.now(timezone.utc).isoformat(timespec="seconds")
         script = f"BEGIN;\n{sql}\nINSERT INTO migrations(name, applied_at) VALUES ('{name}', '{now}');\n"
-        script += f"INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', '{len(done) + len(ran) + 1}');"
+        script += f"INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', '{number}');"
         try:
             conn.executescript(script)
             if name in AFTER:
@@ -285,6 +285,8 @@ def migrate(conn: Any) -> list[str]:
             conn.execute("COMMIT")
         except Exception:
             conn.rollback()
+            if name in applied(conn):  # another process (two `local-rag index` on a new home) applied it meanwhile
+                continue
             raise
         ran.append(name)
     return ran
