@@ -147,7 +147,10 @@ class Corpus:
         for phrase in phrases(expression):
             idf_all = bm25_idf(n_all, self._all_hits(table, phrase))
             idf_scope = bm25_idf(n_scope, self.count(table, phrase))
-            rows = self.conn.execute(f"SELECT rowid, rank FROM {table} WHERE {table} MATCH ? AND rowid IN "
+            # `+rowid`: one pass over the phrase's matches, the ids a filter. A plain `rowid IN` let SQLite open one
+            # FTS5 cursor per id, each counting the phrase's rows again for bm25(): 10 s for 5,000 ids of a word in
+            # 47k of 100k chunks, 15 ms this way (a person's search on the page took 14 s at p95).
+            rows = self.conn.execute(f"SELECT rowid, rank FROM {table} WHERE {table} MATCH ? AND +rowid IN "
                                      "(SELECT value FROM json_each(?))", (phrase, json.dumps(ids)))
             for rowid, rank in rows:
                 d = size.get(rowid, 0)
