@@ -81,7 +81,7 @@ def _md(text: str, links: dict[str, int | None]) -> str:
     return _MD.render(_WIKILINK.sub(lambda m: _wikilink(m, links), text)) if text.strip() else ""
 
 
-NOT_YOURS = "not in the collections you can see"
+NOT_YOURS = "not found in the collections you can see"
 
 
 def _wikilink(m: re.Match, links: dict[str, int | None]) -> str:
