@@ -82,3 +82,12 @@ def write_atomic(path: Path, text: str, mode: int | None = None) -> None:
         Path(tmp).unlink(missing_ok=True)
         raise
 
+
+def stamp(file: Path) -> tuple | None:
+    """What changes when the file is replaced or edited (mtime, size, inode), or None when it does not exist: a
+    reader keeps what it parsed until the stamp moves."""
+    try:
+        st = file.stat()
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size, st.st_ino

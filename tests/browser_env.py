@@ -26,6 +26,15 @@ def launch(p):
     return p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS, headless=True)
 
 
+@pytest.fixture(scope="module")
+def browser():
+    """One Chromium for a test module (import this fixture into the module)."""
+    with playwright().sync_playwright() as p:
+        b = launch(p)
+        yield b
+        b.close()
+
+
 def screenshots(tmp_path_factory) -> Path:
     folder = Path(os.environ.get("LOCAL_RAG_SCREENSHOTS") or tmp_path_factory.mktemp("screenshots"))
     folder.mkdir(parents=True, exist_ok=True)

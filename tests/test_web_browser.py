@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import pytest
 import web_fixture
-from browser_env import MARKS, index_now, launch, nothing_found, playwright, screenshots, sign_in, \
+from browser_env import MARKS, browser, index_now, nothing_found, playwright, screenshots, sign_in, \
     sign_out_and_replay, type_query
 from household import start_server
 
 pytestmark = MARKS
-sync_api = playwright()
+playwright()  # skips the module without the playwright package
 TOKEN = "owner-token-for-the-browser-tests-0123456789"
 
 
@@ -26,14 +26,6 @@ def served(tmp_path_factory, builtin_embedder):
     server = start_server(home.paths.home, "--token", TOKEN, tls=False)
     yield server, home
     server.stop()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as p:
-        b = launch(p)
-        yield b
-        b.close()
 
 
 @pytest.fixture(scope="module")

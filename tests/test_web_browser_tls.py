@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import pytest
 import yaml
-from browser_env import MARKS, index_now, launch, nothing_found, playwright, screenshots, sign_in, \
+from browser_env import MARKS, browser, index_now, nothing_found, playwright, screenshots, sign_in, \
     sign_out_and_replay, type_query
 from household import build_index, start_server, write_config
 
 pytestmark = MARKS
-sync_api = playwright()
+playwright()  # skips the module without the playwright package
 
 
 @pytest.fixture(scope="module")
@@ -28,14 +28,6 @@ def served(tmp_path_factory, builtin_embedder):
     server = start_server(home)
     yield server, keys
     server.stop()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as p:
-        b = launch(p)
-        yield b
-        b.close()
 
 
 def test_ann_signs_in_finds_opens_indexes_and_signs_out(served, browser, tmp_path_factory):

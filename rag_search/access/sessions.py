@@ -96,7 +96,7 @@ class Sessions:
     def _rows(self) -> dict[str, Session]:
         if self.file is None:
             return self._memory
-        stamp = _stamp(self.file)
+        stamp = file_updates.stamp(self.file)
         if stamp != self._cached[0] or stamp is None:
             self._cached = (stamp, _parse(self.file, _read(self.file)))
         return self._cached[1]
@@ -134,11 +134,3 @@ def _parse(file: Path, text: str | None) -> dict[str, Session]:
         return {str(d): Session(str(s["user"]), str(s["key"]), float(s["expires"])) for d, s in rows.items()}
     except (ValueError, TypeError, KeyError, AttributeError):
         return {}
-
-
-def _stamp(file: Path) -> tuple | None:
-    try:
-        st = file.stat()
-    except OSError:
-        return None
-    return st.st_mtime_ns, st.st_size, st.st_ino

@@ -126,7 +126,7 @@ def directory(paths: Paths) -> Directory:
     the last good one."""
     cached = _directories.get(paths.config)
     held = cached[2] if cached else paths.config
-    stamp = (_stamp(paths.config), _stamp(held))
+    stamp = (file_updates.stamp(paths.config), file_updates.stamp(held))
     if cached and cached[0] == stamp:
         return cached[1]
     try:
@@ -201,11 +201,3 @@ def _change_made(paths: Paths, change) -> None:
         file_updates.write_atomic(file, json.dumps({"about": "Collections each user added with rag_index, by user id "
                                                    "(they see them besides the collections config.yaml grants them).",
                                                    "users": data}, indent=1))
-
-
-def _stamp(file: Path) -> tuple | None:
-    try:
-        st = file.stat()
-    except OSError:
-        return None
-    return st.st_mtime_ns, st.st_size, st.st_ino
