@@ -41,6 +41,7 @@ from rag_search.store import open_store  # noqa: E402
 from rag_search.store.pg.migrate import migrate_store  # noqa: E402
 
 REUSE = False  # --reuse: keep complete copies made by an earlier run on the same --url
+ENGINES = ("rag.db", "postgres")  # --postgres-only: the second
 CASES = [("hybrid", Filters()), ("keyword", Filters()), ("semantic", Filters()),
          ("hybrid", Filters(collections=("notes",))), ("hybrid", Filters(tags=("t7",))),
          ("hybrid", Filters(date_from=1_600_000_000))]
@@ -93,9 +94,10 @@ def latency(url: str, sizes: list[int], n_queries: int, repeats: int) -> None:
         pg.conn.execute("VACUUM ANALYZE")
         # PostgreSQL as `local-rag serve` runs it (long-running: its second connection works beside the first)
         engines = {"rag.db": SearchEngine(sqlite, embedder), "postgres": search_engine(pg, embedder, bits_in_ram=True)}
+        engines = {name: e for name, e in engines.items() if name in ENGINES}
         print(f"\n{n:,} chunks: {n_queries} queries x {repeats} repeats (median of per-repeat percentiles), warm; "
               f"PostgreSQL binary+rescore recall@10 vs exact KNN {recall(pg, held_out[:50]):.3f}; {load()}")
-        print(f"| case | rag.db p50 | rag.db p95 | postgres p50 | postgres p95 |\n|---|---|---|---|---|")
+        print("| case | " + " | ".join(f"{e} p50 | {e} p95" for e in engines) + " |\n|---|" + "---|---|" * len(engines))
         for engine in engines.values():
             for q in qs[:20]:
                 engine.search(SearchRequest(q))
@@ -104,8 +106,8 @@ def latency(url: str, sizes: list[int], n_queries: int, repeats: int) -> None:
             row = [run(engine, qs, mode, filters, repeats) for engine in engines.values()]
             print(f"| {describe(mode, filters)} | " + " | ".join(f"{t.p50:.1f} ms | {t.p95:.1f} ms" for t in row)
                   + " |", flush=True)
-            stages.append(f"  {describe(mode, filters):<36} rag.db: {row[0].stage_line()}\n{'':38} postgres: "
-                          f"{row[1].stage_line()}")
+            stages.append("\n".join(f"{'  ' + describe(mode, filters) if not k else '':<38} {e}: {t.stage_line()}"
+                                     for k, (e, t) in enumerate(zip(engines, row))))
         print(f"per stage p50/p95 ms (SearchResult.timings_ms); {load()}\n" + "\n".join(stages), flush=True)
         sqlite.close()
         pg.close()
@@ -159,9 +161,12 @@ def main() -> None:
     ap.add_argument("--no-latency", action="store_true")
     ap.add_argument("--no-quality", action="store_true")
     ap.add_argument("--reuse", action="store_true", help="with --url: keep the copies an earlier run made")
+    ap.add_argument("--postgres-only", action="store_true", help="time PostgreSQL only (rag.db's CLI path at 1M "
+                                                                  "takes ~10 min more)")
     args = ap.parse_args()
-    global REUSE
+    global REUSE, ENGINES
     REUSE = args.reuse and bool(args.url)
+    ENGINES = ("postgres",) if args.postgres_only else ("rag.db", "postgres")
     t0 = time.perf_counter()
     with server(args.url) as url:
         if not args.no_latency:
