@@ -229,5 +229,7 @@ def run(app, host: str, port: int, tls: tuple[str, str] | None = None) -> None:
 
     cert, key = tls or (None, None)
     # proxy_headers off: X-Forwarded-For is believed only from the proxies the owner names (access/proxies.py)
+    # timeout_graceful_shutdown: on Ctrl-C or SIGTERM, connections still busy get 5 s, then the server stops (without it
+    # the household tests' server took 30 s to stop after their wrong-key rounds)
     uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False, ssl_certfile=cert, ssl_keyfile=key,
-                proxy_headers=False)
+                proxy_headers=False, timeout_graceful_shutdown=5)
