@@ -186,6 +186,9 @@ def settle_handlers() -> None:
     while quiet < 2:
         busy = [t for t in threading.enumerate() if "process_request_thread" in t.name]
         for thread in busy:
-            thread.join(timeout=10)
+            try:
+                thread.join(timeout=10)
+            except RuntimeError:  # listed between its creation and its start: the next round waits for it
+                pass
         quiet = 0 if busy else quiet + 1
         time.sleep(0.2)
