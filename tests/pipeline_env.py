@@ -60,3 +60,13 @@ def hash_embedded_home(tmp_path: Path, monkeypatch):
     embedder = HashEmbedder()
     monkeypatch.setattr(resources, "load_embedder", lambda settings, paths=None: embedder)
     return paths, vault, embedder
+
+
+def point_at_home(home: Path, monkeypatch) -> Path:
+    """Every process the test starts (the CLI, Dagster) uses `home`: LOCAL_RAG_HOME and DAGSTER_HOME set, the
+    database and config overrides unset."""
+    for name, value in {"LOCAL_RAG_HOME": home, "DAGSTER_HOME": home / "dagster"}.items():
+        monkeypatch.setenv(name, str(value))
+    for name in ("LOCAL_RAG_DB", "LOCAL_RAG_CONFIG"):
+        monkeypatch.delenv(name, raising=False)
+    return home

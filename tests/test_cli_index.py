@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 from click.testing import CliRunner
-from pipeline_env import VAULT
+from pipeline_env import VAULT, point_at_home
 
 from rag_pipelines.wiring import resources
 from rag_search.cli.main import cli
@@ -18,10 +18,7 @@ from rag_search.store import Store, reads
 @pytest.fixture
 def env(tmp_path, monkeypatch):
     home = tmp_path / "home"
-    for name, value in {"LOCAL_RAG_HOME": home, "DAGSTER_HOME": home / "dagster"}.items():
-        monkeypatch.setenv(name, str(value))
-    for name in ("LOCAL_RAG_DB", "LOCAL_RAG_CONFIG"):
-        monkeypatch.delenv(name, raising=False)
+    point_at_home(home, monkeypatch)
     yield home
     resources.close_all()
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from pipeline_env import point_at_home
 from click.testing import CliRunner
 from document_builders import epub_file
 from office_builders import image_pdf, picture, picture_deck, picture_docx, picture_odf, picture_workbook
@@ -64,10 +65,7 @@ def test_a_deck_whose_slides_cannot_be_read_is_still_a_failure():
 @pytest.fixture
 def home(tmp_path, monkeypatch):
     home = tmp_path / "home"
-    for name, value in {"LOCAL_RAG_HOME": home, "DAGSTER_HOME": home / "dagster"}.items():
-        monkeypatch.setenv(name, str(value))
-    for name in ("LOCAL_RAG_DB", "LOCAL_RAG_CONFIG"):
-        monkeypatch.delenv(name, raising=False)
+    point_at_home(home, monkeypatch)
     yield home
     resources.close_all()
 

@@ -10,6 +10,7 @@ import io
 from pathlib import Path
 
 import pytest
+from pipeline_env import point_at_home
 import yaml
 from office_builders import deck, image_pdf, text_image, workbook
 
@@ -229,10 +230,7 @@ def test_a_vault_finds_a_note_by_its_embedded_scan_and_reindexes_without_ocr(off
     home.mkdir()
     (home / "config.yaml").write_text(yaml.safe_dump({"collections": {"notes": {"sources": [
         {"type": "obsidian", "paths": [str(vault)], "ocr": {"engine": "rapidocr"}}]}}}))
-    for name, value in {"LOCAL_RAG_HOME": home, "DAGSTER_HOME": home / "dagster"}.items():
-        monkeypatch.setenv(name, str(value))
-    monkeypatch.delenv("LOCAL_RAG_DB", raising=False)
-    monkeypatch.delenv("LOCAL_RAG_CONFIG", raising=False)
+    point_at_home(home, monkeypatch)
     try:
         [summary] = runs.index_collections(Paths.from_env(), ["notes"])
         assert summary.outcomes == {"indexed": 4, "failed": 1}
@@ -274,10 +272,7 @@ def test_turning_ocr_on_reads_the_scans_already_indexed_without_it(offline, tmp_
     home.mkdir()
     (folder / "letter.pdf").write_bytes(image_pdf([text_image(["Parking permit renewed until June"])],
                                                   text_pages={0: "Cover page of the city letter"}))
-    for name, value in {"LOCAL_RAG_HOME": home, "DAGSTER_HOME": home / "dagster"}.items():
-        monkeypatch.setenv(name, str(value))
-    monkeypatch.delenv("LOCAL_RAG_DB", raising=False)
-    monkeypatch.delenv("LOCAL_RAG_CONFIG", raising=False)
+    point_at_home(home, monkeypatch)
 
     def index(ocr) -> list[str]:
         (home / "config.yaml").write_text(yaml.safe_dump({"collections": {"papers": {"sources": [

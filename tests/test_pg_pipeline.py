@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from pipeline_env import point_at_home
 from click.testing import CliRunner
 from postgres_server import fresh_database
 
@@ -22,10 +23,7 @@ def env(tmp_path, monkeypatch, postgres_url):
     home.mkdir()
     url = fresh_database(postgres_url, "t_pipeline")
     (home / "config.yaml").write_text(f"store: {url}\n")
-    for name, value in {"LOCAL_RAG_HOME": home, "DAGSTER_HOME": home / "dagster"}.items():
-        monkeypatch.setenv(name, str(value))
-    for name in ("LOCAL_RAG_DB", "LOCAL_RAG_CONFIG"):
-        monkeypatch.delenv(name, raising=False)
+    point_at_home(home, monkeypatch)
     yield home, url
     resources.close_all()
 
