@@ -180,8 +180,12 @@ def main() -> None:
         t0 = time.perf_counter()
         ram = SearchEngine(store, embedder, bits_in_ram=True)
         ram.bit_matrix.wait()
+        bits_s, t0 = time.perf_counter() - t0, time.perf_counter()
+        common = getattr(ram, "common_words", None)  # None: code from before retrieval/common_words.py (--compare)
+        held = f"common words read into RAM in {time.perf_counter() - t0:.1f} s ({common.size()}); " \
+            if common is not None and common.wait() else ""
         print(f"\n{n:,} chunks ({args.queries} queries x {args.repeats} repeats, median of per-repeat percentiles); "
-              f"sign bits read into RAM in {time.perf_counter() - t0:.1f} s; {load()}")
+              f"sign bits read into RAM in {bits_s:.1f} s; {held}{load()}")
         engines = {"sqlite": ("sqlite-vec binary KNN (CLI)", SearchEngine(store, embedder)),
                    "ram": ("bits in RAM (local-rag serve)", ram)}
         for path in args.paths:

@@ -105,6 +105,8 @@ def main() -> None:
         store = open_db(n, base_vectors)
         engine = SearchEngine(store, embedder, bits_in_ram=True)
         engine.bit_matrix.wait()
+        if getattr(engine, "common_words", None) is not None:
+            engine.common_words.wait()
         paths = Paths.from_env({"LOCAL_RAG_HOME": tempfile.mkdtemp(prefix="web-bench-")})
         names = frozenset(r[0] for r in store.conn.execute("SELECT name FROM collections"))
         gate = PersonGate(names) if args.person else TokenGate(None)

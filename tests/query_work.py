@@ -4,7 +4,7 @@
 - internal: the statements SQLite runs inside those (FTS5 reads a doclist page, one row's size per row it scores;
   vec0 reads its blocks): the rows read, as the engine cannot see them;
 - steps: thousands of SQLite VM instructions (the progress handler), all statements included;
-- embeds: query embeddings; reloads: re-reads of the sign bits in RAM started; writes: rows the search changed
+- embeds: query embeddings; reloads: re-reads of the sign bits or common words in RAM started; writes: rows the search changed
   on the index's connection (total_changes, TEMP tables included: there must be none).
 """
 
@@ -58,8 +58,9 @@ def counting(engine) -> Iterator[Work]:
         c.set_trace_callback(trace)
         c.set_progress_handler(step, STEP)
     undo = [_wrap(engine.embedder, "embed_query", work, "embeds")]
-    if engine.bit_matrix is not None:
-        undo.append(_wrap(engine.bit_matrix, "_load", work, "reloads"))
+    for held in (engine.bit_matrix, getattr(engine, "common_words", None)):  # what a server holds in RAM
+        if held is not None:
+            undo.append(_wrap(held, "_load", work, "reloads"))
     try:
         yield work
     finally:

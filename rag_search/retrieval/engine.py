@@ -24,6 +24,7 @@ from rag_search.errors import QueryError
 from rag_search.records import Hit, chunk_body
 from rag_search.retrieval import keyword, titles, unmatched, vector
 from rag_search.retrieval.bit_matrix import BitMatrix
+from rag_search.retrieval.common_words import CommonWords
 from rag_search.retrieval.corpus import Corpus
 from rag_search.retrieval.filters import Filters, SqlFilter, build_where, passing
 from rag_search.retrieval.fusion import FusedItem, Fused, Retrieved, fuse_chunks, fuse_items, item_ranking
@@ -104,6 +105,8 @@ class SearchEngine:
         self.bit_matrix = BitMatrix(store) if bits_in_ram else None
         self.second = SecondConnection(store) if bits_in_ram else None  # work beside the index's connection
         self.split = SplitRanker(self.second) if bits_in_ram else None  # large keyword-only rankings in two halves
+        self.common_words = CommonWords(store) if bits_in_ram else None  # the most common words' rows, in RAM
+        self._held: CommonWords | None = None  # during retrieve: common_words, when current
         self._beside = threading.local()  # .conn: the connection of work running beside the keyword side
         self.embedder = embedder
         self.settings = settings or SearchSettings()
@@ -178,6 +181,8 @@ class SearchEngine:
         got = Retrieved()
         terms = keyword.parse_terms(request.query)
         self._ram = self.bit_matrix is not None and self.bit_matrix.ready(self._now)  # the bits in RAM serve it
+        self._held = self.common_words if self.common_words is not None and self.common_words.ready(self._now) \
+            else None
         try:
             vector_side = request.mode == "semantic" or (request.mode == "hybrid" and self._reads(request.query, result))
             qvec = self._query_vector(request) if vector_side else None  # embedded beside the keyword side
@@ -197,7 +202,7 @@ class SearchEngine:
                 self._vector(qvec, request.filters, coll_ids, limit, result, got)
             got.item_of = self._items_of([c for ids in got.chunk_rankings.values() for c in ids])
         finally:
-            self._ram = None
+            self._ram = self._held = None
         for name, ids in got.chunk_rankings.items():
             got.item_rankings[name] = item_ranking(ids, got.item_of)[:limit]
         return got
@@ -358,7 +363,7 @@ class SearchEngine:
         matches first and filtering them after costs a second ranking whenever too few pass (100k chunks, tag filter:
         keyword p95 45 -> 23 ms; at 1M no filter shape got slower)."""
         run = keyword.search(self.store.conn, terms, where, limit, n_total, self._df_cache, may_skip=hybrid,
-                             split=None if hybrid else self.split, corpus=corpus)
+                             split=None if hybrid else self.split, corpus=corpus, held=self._held)
         run.ids = run.ids[:limit]
         return run
 
@@ -371,7 +376,8 @@ class SearchEngine:
                        corpus: Corpus | None = None) -> keyword.KeywordRun:
         """Items by BM25 over their whole text (items_fts)."""
         return keyword.search(self.store.conn, terms, where, limit, n_items, self._df_cache, may_skip=hybrid,
-                              table=keyword.ITEMS, split=None if hybrid else self.split, corpus=corpus)
+                              table=keyword.ITEMS, split=None if hybrid else self.split, corpus=corpus,
+                              held=self._held)
 
     def _exact_items(self, terms, where: SqlFilter) -> dict[int, list[str]]:
         return keyword.exact_items(self.store.conn, terms, where, self.settings.exact_max_items)

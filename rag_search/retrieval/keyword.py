@@ -142,7 +142,7 @@ class KeywordRun:
 
 def search(conn: Any, terms: list[Term], where: SqlFilter, limit: int, n_total: int,
            df_cache: dict[str, int], may_skip: bool = False, table: str = CHUNKS,
-           split: Callable | None = None, corpus: Any = None) -> KeywordRun:
+           split: Callable | None = None, corpus: Any = None, held: Any = None) -> KeywordRun:
     """Ids best first for the terms, with common words pruned on large indexes.
 
     table: chunks_fts (chunk ids; n_total = chunks) or items_fts (item ids; n_total = items).
@@ -153,6 +153,8 @@ def search(conn: Any, terms: list[Term], where: SqlFilter, limit: int, n_total: 
     score them all) — the keyword side is skipped and the vector side carries the query.
     split(table, where, expression, limit): ranks the rows of an all-common expression (many: FTS5 scores each)
     in parts at once, with the same result (engine: a long-running server's second connection).
+    held: the index's most common words in RAM (common_words.py, a server's): an unfiltered expression of them
+    only is ranked and counted there, with FTS5's scores (~2 ms where FTS5 takes 20-90 ms at 100k chunks).
     Row counts stop at the limit they are compared with: counting a word in 470k of 1M chunks takes 36 ms,
     learning that it is in more than 5,000 takes 0.4 ms.
     """
@@ -163,7 +165,13 @@ def search(conn: Any, terms: list[Term], where: SqlFilter, limit: int, n_total: 
         n_total = corpus.rows(table)
     df = (lambda t, upto=None: corpus.df(t, table, upto)) if corpus is not None else \
         (lambda t, upto=None: _df(conn, t, df_cache, table, upto))
-    count = corpus.count if corpus is not None else (lambda tbl, expr, cap: _count(conn, tbl, expr, cap))
+    fts_count = corpus.count if corpus is not None else (lambda tbl, expr, cap: _count(conn, tbl, expr, cap))
+    if corpus is not None:
+        held = None  # the scope's statistics are not the whole index's
+
+    def count(tbl: str, expr: str, cap: int, these: list[Term], anded: bool) -> int:
+        n = held.count(tbl, these, anded) if held is not None else None
+        return fts_count(tbl, expr, cap) if n is None else min(n, cap)
     threshold = COMMON_MIN_DOCS
     common = []
     if n_total > COMMON_MIN_DOCS:
@@ -171,11 +179,15 @@ def search(conn: Any, terms: list[Term], where: SqlFilter, limit: int, n_total: 
     rare = [t for t in terms if t not in common]
     sql = keyword_sql(where, table)
 
-    def rows_of(expression: str) -> list:
+    def rows_of(expression: str, these: list[Term] | None = None, anded: bool = False) -> list:
         """(id, BM25) best first: FTS5's own ranking (in halves when `split` and no rare term), or the scope's
-        (corpus.ranked)."""
+        (corpus.ranked), or from RAM (`held`: `these` terms, ANDed or ORed, when all are held common words)."""
         if corpus is not None:
             return corpus.ranked(table, expression, where, limit)
+        if held is not None and these is not None and where.empty:
+            rows = held.rank(table, these, anded, limit)
+            if rows is not None:
+                return rows
         if split is not None and not rare:
             return split(table, where, expression, limit)
         return conn.execute(sql, (expression, *where.params, limit)).fetchall()
@@ -191,17 +203,19 @@ def search(conn: Any, terms: list[Term], where: SqlFilter, limit: int, n_total: 
             run.dropped = [t.text for t in common if t not in ranked]
         every = " AND ".join(t.fts() for t in ranked)
         budget = int(min(RANK_BUDGET, UNRANKABLE_FRACTION * n_total))
-        if may_skip and (not ranked or count(table, every, budget + 1) > budget):
+        if may_skip and (not ranked or count(table, every, budget + 1, ranked, True) > budget):
             run.dropped = [t.text for t in common]
             return run
         run.expression = every
-        _fill(run, rows_of(run.expression))
+        _fill(run, rows_of(run.expression, ranked, True))
         if len(run.ids) >= limit:
             return run
         either = match_expression(terms)
-        if run.ids and count(table, either, RANK_BUDGET * 5 + 1) > RANK_BUDGET * 5:
+        if run.ids and count(table, either, RANK_BUDGET * 5 + 1, terms, False) > RANK_BUDGET * 5:
             return run  # the OR of very common words would rank most of the index for a few more rows
         run.expression = either
+        _fill(run, rows_of(run.expression, terms, False))
+        return run
     _fill(run, rows_of(run.expression))
     return run
 
@@ -230,7 +244,8 @@ def _count(conn: Any, table: str, expression: str, cap: int) -> int:
 # and sort every match before the LIMIT applies; ordering by the function lets SQLite keep only the best LIMIT rows
 # while scoring (a word in 47k of 100k chunks: 133 -> 85 ms of CPU). Equal scores: the lower rowid first, as FTS5's
 # own sort returned them (checked on 1,600 rankings of the bench indexes, filtered and not).
-BM25 = {CHUNKS: "bm25(chunks_fts, 2.0, 1.0, 0.5)", ITEMS: "bm25(items_fts, 2.0, 1.0)"}
+WEIGHTS = {CHUNKS: {"title": 2.0, "text": 1.0, "keywords": 0.5}, ITEMS: {"title": 2.0, "text": 1.0}}  # per column
+BM25 = {table: f"bm25({table}, {', '.join(map(repr, w.values()))})" for table, w in WEIGHTS.items()}
 
 
 def keyword_sql(where: SqlFilter, table: str = CHUNKS, rowids: bool = False) -> str:

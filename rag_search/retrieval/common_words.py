@@ -1,0 +1,241 @@
+"""The rows of the index's most common words held in RAM by a long-running server: their BM25 rankings without FTS5.
+
+FTS5 scores every row an expression matches before its LIMIT applies (~1-2 us a row): a query made only of words
+in half of 100k chunks ranks ~47k rows, 35-90 ms however few hits are wanted (keyword p95 at 100k, issue 33). For
+the most common words the server holds, per table (chunks_fts, items_fts), each word's rows and its weighted count
+in each (title 2, text 1, keywords 0.5: the tables' bm25() weights, keyword.WEIGHTS), with every row's length and
+the table's row count and average length; an expression made only of held words (AND or OR of single words) is
+then scored in numpy with FTS5's own bm25() arithmetic, in its order of operations, so the ranking is the one FTS5
+returns (same ids, same scores, equal scores by rowid), in ~1-3 ms.
+
+Held: the words in more than `min_docs` rows (keyword.COMMON_MIN_DOCS: where keyword search treats a word as
+common), most common first, up to POSTINGS_MAX rows per table (8 bytes each: at 100k chunks ~3M + ~1M rows,
+~32 MB); stopwords are left to FTS5 (a query keeps them only when it holds nothing else). Like the sign bits
+(bit_matrix.py), what is held is valid only while the index is unchanged: it is read in a background thread on its
+own read-only connection (fts5vocab's instance table, ~1 us a word occurrence: ~25 s at 100k chunks), and after
+any write searches go back to FTS5 until it is read again.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from rag_search.retrieval import keyword
+from rag_search.retrieval.keyword import CHUNKS, ITEMS, STOPWORDS, WEIGHTS, Term
+
+POSTINGS_MAX = 6_000_000  # word-rows held per table at most (8 bytes each)
+K1, B = 1.2, 0.75  # FTS5's bm25()
+
+
+@dataclass
+class _Table:
+    """One FTS5 table's figures, as its bm25() reads them."""
+
+    ids: np.ndarray  # every rowid, ascending (the table's docsize rows)
+    lengths: np.ndarray  # float64: each row's tokens over all columns (xColumnSize(-1))
+    n_rows: int  # the averages record's row count (xRowCount)
+    avgdl: float  # total tokens / rows (xColumnTotalSize(-1) / xRowCount)
+    words: dict[str, tuple[np.ndarray, np.ndarray]]  # token -> (positions in ids, ascending; weighted counts)
+
+
+class CommonWords:
+    """Rankings of expressions over the index's most common words, from RAM (call rank/count only while ready)."""
+
+    def __init__(self, store: Any, min_docs: int | None = None, budget: int | None = None):
+        """min_docs, budget: the words held (None: keyword.COMMON_MIN_DOCS and POSTINGS_MAX, as they are when read)."""
+        self.store = store
+        self.min_docs, self.budget = min_docs, budget
+        self._tables: dict[str, _Table] | None = None
+        self._stamp: tuple[int, int] | None = None
+        self._loading = False
+        self._lock = threading.Lock()
+        self._tokens: dict[str, str | None] = {}  # a term's text -> its one token (None: not a single token)
+
+    def stamp(self) -> tuple[int, int]:
+        conn = self.store.conn
+        return conn.execute("PRAGMA data_version").fetchone()[0], conn.total_changes
+
+    def ready(self, stamp: tuple[int, int] | None = None) -> bool:
+        """True when what is held matches the index now (`stamp`: its state, if the caller read it already);
+        otherwise starts a (re)read and returns False."""
+        stamp = stamp or self.stamp()
+        if self._tables is not None and stamp == self._stamp:
+            return True
+        with self._lock:
+            if not self._loading:
+                self._loading = True
+                threading.Thread(target=self._load, args=(stamp,), name="common-words", daemon=True).start()
+        return False
+
+    def wait(self, timeout: float = 600.0) -> bool:
+        """Block until what is held is current (benchmarks, tests)."""
+        import time
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self.store.lock:
+                if self.ready():
+                    return True
+            time.sleep(0.05)
+        return False
+
+    def size(self) -> str:
+        """What is held: words and rows per table, and the bytes."""
+        tables = self._tables or {}
+        parts = [f"{name}: {len(t.words)} words, {sum(len(p) for p, _ in t.words.values()):,} rows"
+                 for name, t in tables.items()]
+        nbytes = sum(p.nbytes + c.nbytes for t in tables.values() for p, c in t.words.values()) + \
+            sum(t.ids.nbytes + t.lengths.nbytes for t in tables.values())
+        return "; ".join(parts) + f"; {nbytes / 2**20:.0f} MB"
+
+    def held(self, table: str, terms: list[Term]) -> list[tuple[np.ndarray, np.ndarray]] | None:
+        """Each term's (positions, weighted counts), or None when one of them is not a held single word."""
+        tables = self._tables
+        if tables is None or table not in tables:
+            return None
+        self._learn([t for t in terms if t.text not in self._tokens])
+        out = []
+        for t in terms:
+            token = None if (t.phrase or t.prefix or t.split) else self._tokens.get(t.text)
+            if token is None or token not in tables[table].words:
+                return None
+            out.append(tables[table].words[token])
+        return out
+
+    def rank(self, table: str, terms: list[Term], anded: bool, limit: int) -> list[tuple[int, float]] | None:
+        """(rowid, bm25) best first, as `SELECT rowid, bm25(...) ... MATCH <the terms> ORDER
+        BY bm25, rowid LIMIT limit` returns them (ANDed or ORed); None when a term is not held (FTS5 answers)."""
+        postings = self.held(table, terms)
+        if postings is None:
+            return None
+        t = self._tables[table]
+        rows = _and(postings) if anded else np.unique(np.concatenate([p for p, _ in postings]))
+        if not len(rows) or limit <= 0:
+            return []
+        norm = K1 * ((1 - B) + B * t.lengths[rows] / t.avgdl)
+        score = np.zeros(len(rows))
+        for positions, counts in postings:  # bm25()'s loop over the expression's phrases, in their order
+            df = len(positions)
+            idf = math.log((t.n_rows - df + 0.5) / (df + 0.5))
+            idf = idf if idf > 0.0 else 1e-6
+            at = np.searchsorted(positions, rows).clip(0, len(positions) - 1)
+            freq = np.where(positions[at] == rows, counts[at], 0.0).astype(np.float64)
+            score += idf * ((freq * (K1 + 1.0)) / (freq + norm))
+        score = -1.0 * score
+        if len(rows) > limit:
+            edge = np.partition(score, limit - 1)[limit - 1]
+            keep = np.flatnonzero(score <= edge)
+            rows, score = rows[keep], score[keep]
+        ids = t.ids[rows]
+        order = np.lexsort((ids, score))[:limit]
+        return list(zip(ids[order].tolist(), score[order].tolist()))
+
+    def count(self, table: str, terms: list[Term], anded: bool) -> int | None:
+        """Rows matching the terms ANDed or ORed; None when a term is not held."""
+        postings = self.held(table, terms)
+        if postings is None:
+            return None
+        return len(_and(postings)) if anded else len(np.unique(np.concatenate([p for p, _ in postings])))
+
+    def _learn(self, terms: list[Term]) -> None:
+        """The tokens the index makes of the terms' texts (the same stemming MATCH applies)."""
+        if not terms:
+            return
+        from rag_search.retrieval.titles import _stems
+
+        stems = _stems(self.store.conn, {n: t.text for n, t in enumerate(terms)})
+        if len(self._tokens) > 100_000:
+            self._tokens.clear()
+        for n, t in enumerate(terms):
+            got = stems.get(n, [])
+            self._tokens[t.text] = got[0] if len(got) == 1 else None
+
+    def _load(self, stamp: tuple[int, int]) -> None:
+        from rag_search.store.connection import connect
+
+        try:
+            conn = connect(str(self.store.path), readonly=True)
+            try:
+                conn.execute("BEGIN")  # one snapshot of both tables
+                floor = keyword.COMMON_MIN_DOCS if self.min_docs is None else self.min_docs
+                budget = POSTINGS_MAX if self.budget is None else self.budget
+                tables = {table: _read(conn, table, floor, budget) for table in (CHUNKS, ITEMS)}
+                conn.execute("COMMIT")
+            finally:
+                conn.close()
+            with self.store.lock:
+                if not getattr(self.store, "closed", False) and self.stamp() == stamp:  # nothing written meanwhile
+                    self._tables, self._stamp = tables, stamp
+        except Exception:  # the database is busy or gone: FTS5 keeps answering
+            pass
+        finally:
+            with self._lock:
+                self._loading = False
+
+
+def _and(postings: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+    rows = min((p for p, _ in postings), key=len)
+    for positions, _ in postings:
+        if positions is not rows:
+            rows = rows[np.isin(rows, positions, assume_unique=True)]
+    return rows
+
+
+def _read(conn: Any, table: str, min_docs: int, budget: int) -> _Table:
+    """The table's lengths and statistics, and the rows of its most common words."""
+    docsize = conn.execute(f"SELECT id, sz FROM {table}_docsize ORDER BY id").fetchall()
+    ids = np.fromiter((r[0] for r in docsize), dtype=np.int64, count=len(docsize))
+    lengths = np.fromiter((sum(_varints(r[1])) for r in docsize), dtype=np.float64, count=len(docsize))
+    averages = _varints(conn.execute(f"SELECT block FROM {table}_data WHERE id = 1").fetchone()[0])
+    n_rows, tokens = averages[0], sum(averages[1:])
+    t = _Table(ids, lengths, n_rows, tokens / n_rows if n_rows else 1.0, {})
+    vocab, instances = f"temp.{table}_rows", f"temp.{table}_instances"
+    conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {vocab} USING fts5vocab(main, {table}, 'row')")
+    conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {instances} USING fts5vocab(main, {table}, 'instance')")
+    stop = set(_stopword_tokens(conn))
+    weight = " ".join(f"WHEN '{c}' THEN {w!r}" for c, w in WEIGHTS[table].items())
+    held = 0
+    for token, docs in conn.execute(f"SELECT term, doc FROM {vocab} WHERE doc > ? ORDER BY doc DESC, term",
+                                    (min_docs,)).fetchall():
+        if token in stop:
+            continue
+        if held + docs > budget:
+            continue
+        rows = conn.execute(f"SELECT doc, sum(CASE col {weight} ELSE 0.0 END) FROM {instances} WHERE term = ? "
+                            "GROUP BY doc ORDER BY doc", (token,)).fetchall()
+        docs_of = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        counts = np.fromiter((r[1] for r in rows), dtype=np.float32, count=len(rows))
+        pos = np.searchsorted(ids, docs_of).clip(0, max(len(ids) - 1, 0))
+        present = ids[pos] == docs_of if len(ids) else np.zeros(len(rows), dtype=bool)  # deleted rows left out
+        t.words[token] = (pos[present].astype(np.int32), counts[present])
+        held += len(rows)
+    return t
+
+
+def _stopword_tokens(conn: Any) -> list[str]:
+    from rag_search.retrieval.titles import _stems
+
+    stems = _stems(conn, dict(enumerate(sorted(STOPWORDS))))
+    return [s for got in stems.values() for s in got]
+
+
+def _varints(blob: bytes) -> list[int]:
+    """SQLite's varints (FTS5's docsize and averages records): 7 bits a byte, high bit set while more follow,
+    a ninth byte's 8 bits whole."""
+    out, value, n = [], 0, 0
+    for byte in blob:
+        if n == 8:
+            out.append((value << 8) | byte)
+            value, n = 0, 0
+            continue
+        value = (value << 7) | (byte & 0x7F)
+        n += 1
+        if not byte & 0x80:
+            out.append(value)
+            value, n = 0, 0
+    return out

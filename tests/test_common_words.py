@@ -1,0 +1,141 @@
+"""The most common words' rows held in RAM (retrieval/common_words.py): their rankings are FTS5's own, row for row
+and score for score, on a real index with deleted and rewritten items; they are dropped on any write; and a
+server's keyword search of common words ranks nothing through FTS5 while returning what the one-shot CLI returns."""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import pytest
+
+from rag_search.records import Chunk, Fingerprint, ItemRef
+from rag_search.retrieval import Filters, SearchEngine, SearchRequest, keyword
+from rag_search.retrieval.common_words import CommonWords
+from rag_search.retrieval.filters import SqlFilter
+from rag_search.store import Store, writes
+from rag_search.store.item_writer import ParsedItem, write_items
+
+# the first words end up in most chunks (Zipf-like), some with stems that differ from the word (running -> run)
+WORDS = ("running budget meeting harbour ferries printer garden travel zebra quokka kernel proxy invoice draft "
+         "review release planning design notes summary client contract payment server backup storage").split()
+EVERYWHERE = Filters()
+
+
+def _text(rng: random.Random, n: int) -> str:
+    return " ".join(WORDS[min(int(rng.paretovariate(0.8)) - 1, len(WORDS) - 1)] for _ in range(n))
+
+
+def _items(rng: random.Random, start: int, n: int, coll: str = "notes") -> list[ParsedItem]:
+    out = []
+    for k in range(start, start + n):
+        title = " ".join(rng.sample(WORDS[:8], rng.randint(0, 2))).title()  # some titles hold common words
+        chunks = [Chunk(i, _text(rng, rng.randint(3, 60)), title=title,
+                        keywords=_text(rng, 3) if k % 4 == 0 else "")  # the keywords column (weight 0.5) too
+                  for i in range(rng.randint(1, 4))]
+        ref = ItemRef(coll, f"item{k:04}.md", f"/data/{coll}/item{k:04}.md", "markdown")
+        out.append(ParsedItem(ref, Fingerprint(1, 1, "x"), title, chunks))
+    return out
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory):
+    from fakes import HashEmbedder
+
+    embedder = HashEmbedder()
+    store = Store.open(tmp_path_factory.mktemp("common-words") / "rag.db")
+    writes.ensure_collection(store, "notes")
+    rng = random.Random(7)
+    write_items(store, embedder, _items(rng, 0, 260))
+    writes.delete_items(store, "notes", [f"item{k:04}.md" for k in range(0, 260, 9)])  # FTS5 delete markers
+    write_items(store, embedder, _items(rng, 100, 30))  # rewritten: their old rows deleted, new ones added
+    yield store, embedder
+    store.close()
+
+
+def _fts5(conn, table: str, terms: list[keyword.Term], anded: bool, limit: int) -> list[tuple[int, float]]:
+    expression = (" AND " if anded else " OR ").join(t.fts() for t in terms)
+    rows = conn.execute(keyword.keyword_sql(SqlFilter("1", ()), table), (expression, limit)).fetchall()
+    return [tuple(r) for r in rows]
+
+
+def test_rankings_from_ram_are_fts5s_row_for_row_and_score_for_score(index):
+    store, _ = index
+    held = CommonWords(store, min_docs=40)
+    held.ready()
+    assert held.wait(60)
+    common = [w for w in WORDS if held.rank(keyword.CHUNKS, keyword.parse_terms(w), True, 1) is not None]
+    assert len(common) >= 5, common  # a test that holds nothing proves nothing
+    compared = 0
+    for n in (1, 2, 3):
+        for words in itertools.combinations(common[:7], n):
+            terms = keyword.parse_terms(" ".join(words))
+            for table, anded, limit in itertools.product((keyword.CHUNKS, keyword.ITEMS), (True, False), (1, 10, 1000)):
+                got = held.rank(table, terms, anded, limit)
+                if got is None:  # a word common among chunks may not be among items
+                    continue
+                assert got == _fts5(store.conn, table, terms, anded, limit), (table, words, anded, limit)
+                assert held.count(table, terms, anded) == len(_fts5(store.conn, table, terms, anded, 10**6))
+                compared += 1
+    assert compared > 100
+
+
+def test_a_word_not_held_leaves_the_ranking_to_fts5(index):
+    store, _ = index
+    held = CommonWords(store, min_docs=100)
+    held.ready()
+    assert held.wait(60)
+    rows = {w: len(_fts5(store.conn, keyword.CHUNKS, keyword.parse_terms(w), True, 10**6)) for w in WORDS}
+    rarest = min(rows, key=rows.get)
+    assert 0 < rows[rarest] <= 100, rows
+    assert held.rank(keyword.CHUNKS, keyword.parse_terms(rarest), True, 10) is None
+    assert held.rank(keyword.CHUNKS, keyword.parse_terms('running "budget meeting"'), True, 10) is None  # a phrase
+    assert held.rank(keyword.CHUNKS, keyword.parse_terms("the"), True, 10) is None  # stopwords are not held
+
+
+def test_what_is_held_is_dropped_on_a_write_and_read_again(index, tmp_path):
+    from fakes import HashEmbedder
+
+    store = Store.open(tmp_path / "rag.db")
+    writes.ensure_collection(store, "notes")
+    rng = random.Random(8)
+    write_items(store, HashEmbedder(), _items(rng, 0, 120))
+    held = CommonWords(store, min_docs=20)
+    held.ready()
+    assert held.wait(60)
+    terms = keyword.parse_terms("running")
+    before = held.count(keyword.CHUNKS, terms, True)
+    write_items(store, HashEmbedder(), _items(rng, 500, 40))
+    assert not held.ready()  # the index changed: FTS5 answers until it is read again
+    assert held.wait(60)
+    assert held.count(keyword.CHUNKS, terms, True) == len(_fts5(store.conn, keyword.CHUNKS, terms, True, 10**6)) > before
+    store.close()
+
+
+def test_a_servers_keyword_search_of_common_words_ranks_nothing_through_fts5(index, monkeypatch):
+    """Same hits as the one-shot engine; no bm25() of the passages or items on either connection (the names list
+    ranks its own small table)."""
+    store, embedder = index
+    monkeypatch.setattr(keyword, "COMMON_MIN_DOCS", 40)  # this index's common words, as at 100k chunks
+    server = SearchEngine(store, embedder, bits_in_ram=True)
+    server.search(SearchRequest("budget", mode="keyword"))
+    assert server.common_words.wait(60) and server.bit_matrix.wait(60)
+    one_shot = SearchEngine(store, embedder)
+    statements: list[str] = []
+    for conn in (store.conn, server.second.connection):
+        if conn is not None:
+            conn.set_trace_callback(statements.append)
+    try:
+        for query in ("running budget", "meeting", "budget meeting harbour"):
+            fast = server.search(SearchRequest(query, mode="keyword", top_k=20))
+            assert fast.hits, query
+            statements_then = len(statements)
+            slow = one_shot.search(SearchRequest(query, mode="keyword", top_k=20))
+            del statements[statements_then:]  # the one-shot engine's own statements are not the server's
+            assert [(h.chunk_id, h.score) for h in fast.hits] == [(h.chunk_id, h.score) for h in slow.hits], query
+    finally:
+        store.conn.set_trace_callback(None)
+        if server.second.connection is not None:
+            server.second.connection.set_trace_callback(None)
+    ranked = [s for s in statements if "bm25(chunks_fts" in s or "bm25(items_fts" in s]
+    assert not ranked, ranked
