@@ -135,6 +135,14 @@ class CommonWords:
         order = np.lexsort((ids, score))[:limit]
         return list(zip(ids[order].tolist(), score[order].tolist()))
 
+    def holding(self, table: str, term: Term, ids: list[int]) -> list[int] | None:
+        """Those of `ids` whose rows hold the term, in their order; None when the term is not held."""
+        postings = self.held(table, [term])
+        if postings is None:
+            return None
+        wanted = np.asarray(ids, dtype=np.int64)
+        return wanted[np.isin(wanted, self._tables[table].ids[postings[0][0]])].tolist()
+
     def count(self, table: str, terms: list[Term], anded: bool) -> int | None:
         """Rows matching the terms ANDed or ORed; None when a term is not held."""
         postings = self.held(table, terms)

@@ -549,8 +549,9 @@ class SearchEngine:
 
     def _best_chunks(self, item_ids: list[int], terms, where: SqlFilter, result: SearchResult) -> dict[int, int]:
         expr = result.keyword_expression or keyword.match_expression(terms)
+        held = self.common_words if self.common_words is not None and self.common_words.ready(self._now) else None
         return keyword.best_chunks(self.store.conn, item_ids, expr, where, probe=result.keyword_rare, terms=terms,
-                                   df_cache=self._df_cache, corpus=result.corpus)
+                                   df_cache=self._df_cache, corpus=result.corpus, held=held)
 
     def _item_hits(self, items: list[FusedItem], pattern) -> list[Hit]:
         ids = [i.chunk_id for i in items if i.chunk_id is not None]

@@ -300,7 +300,7 @@ def _literally(conn: Any, item_id: int, term: Term) -> bool:
 
 def best_chunks(conn: Any, item_ids: list[int], expression: str | None, where: SqlFilter, probe: bool = False,
                 terms: list[Term] | None = None, df_cache: dict[str, int] | None = None,
-                corpus: Any = None) -> dict[int, int]:
+                corpus: Any = None, held: Any = None) -> dict[int, int]:
     """Per item, its chunk that best matches the query, else its first chunk passing the filters.
 
     probe: the expression holds rare words only, so the items' chunks are ranked by BM25 (FTS5 computes each
@@ -321,13 +321,15 @@ def best_chunks(conn: Any, item_ids: list[int], expression: str | None, where: S
             if score < 0:  # it matches (a chunk holding no query phrase scores 0)
                 out.setdefault(item_of[chunk], chunk)
     elif expression and probe and len(chunks) <= PROBE_MAX:
-        # A few items: rank only their own chunks, in one statement (0.1–0.3 ms at 1M chunks; a statement per chunk
-        # took ~4 ms each), rather than every chunk of the index that matches.
+        # A few items: rank only their own chunks, in one statement (a statement per chunk took ~4 ms each), rather
+        # than every chunk of the index that matches. `+rowid IN`: FTS5 walks the expression's (rare) rows and the
+        # list is checked on each; a plain `rowid IN` makes FTS5 open a cursor per listed chunk, each counting the
+        # phrase's rows again for its BM25 (140 chunks, a word in 3k: 16.5 -> 0.5 ms at 100k chunks).
         item_of = dict(chunks)
-        rows = conn.execute(f"SELECT rowid FROM {CHUNKS} WHERE {CHUNKS} MATCH ? AND rowid IN "
-                            "(SELECT value FROM json_each(?)) ORDER BY rank, rowid",
+        rows = conn.execute(f"SELECT rowid, {BM25[CHUNKS]} AS score FROM {CHUNKS} WHERE {CHUNKS} MATCH ? AND +rowid IN "
+                            "(SELECT value FROM json_each(?)) ORDER BY score, rowid",
                             (expression, json.dumps(list(item_of))))
-        for (chunk,) in rows:
+        for chunk, _ in rows:
             out.setdefault(item_of[chunk], chunk)
     elif expression and probe:  # many chunks, rare words: ranking their few matches in the index is cheap
         rows = conn.execute(
@@ -337,7 +339,7 @@ def best_chunks(conn: Any, item_ids: list[int], expression: str | None, where: S
         for item, chunk in rows:
             out.setdefault(item, chunk)
     elif terms:
-        out.update(_covering(conn, chunks, terms, {} if df_cache is None else df_cache, corpus))
+        out.update(_covering(conn, chunks, terms, {} if df_cache is None else df_cache, corpus, held))
     rest = [i for i in item_ids if i not in out]
     if rest:
         rows = conn.execute(
@@ -349,7 +351,7 @@ def best_chunks(conn: Any, item_ids: list[int], expression: str | None, where: S
 
 
 def _covering(conn: Any, chunks: list[tuple[int, int]], terms: list[Term], df_cache: dict[str, int],
-              corpus: Any = None) -> dict[int, int]:
+              corpus: Any = None, held: Any = None) -> dict[int, int]:
     """Per item (of `chunks`: (chunk id, item id) by chunk id), its chunk holding the rarest query terms: the sum
     over the distinct terms it holds of log(1 + (COMMON_MIN_DOCS + 1) / rows holding the term, counted up to
     COMMON_MIN_DOCS + 1); ties go to the item's first chunk."""
@@ -357,12 +359,15 @@ def _covering(conn: Any, chunks: list[tuple[int, int]], terms: list[Term], df_ca
     ids = json.dumps(list(item_of))
     score: dict[int, float] = {}
     for t in terms:
-        held = conn.execute(f"SELECT rowid FROM {CHUNKS} WHERE {CHUNKS} MATCH ? AND rowid IN "
-                            "(SELECT value FROM json_each(?))", (t.fts(), ids)).fetchall()
-        if held:
+        # a common word held in RAM (common_words.py): its chunks among these without a doclist seek per chunk
+        found = held.holding(CHUNKS, t, list(item_of)) if held is not None else None
+        if found is None:
+            found = [r[0] for r in conn.execute(f"SELECT rowid FROM {CHUNKS} WHERE {CHUNKS} MATCH ? AND rowid IN "
+                                                "(SELECT value FROM json_each(?))", (t.fts(), ids))]
+        if found:
             rows = corpus.df(t, CHUNKS) if corpus is not None else _df(conn, t, df_cache, CHUNKS)
             weight = math.log(1 + (COMMON_MIN_DOCS + 1) / max(rows, 1))
-            for (chunk,) in held:
+            for chunk in found:
                 score[chunk] = score.get(chunk, 0.0) + weight
     out: dict[int, int] = {}
     best: dict[int, float] = {}
