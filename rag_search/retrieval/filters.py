@@ -58,6 +58,10 @@ class SqlFilter:
     # facets. `sql` lists every chunk holding the facet once per statement (`c.id IN (...)`: a 2% tag of 1M chunks
     # is 20k rows, ~40 ms), right when a statement scans many chunks; checking 15 chunks costs microseconds this way.
     row_sql: str | None = None
+    # When every condition is on the item (collections, source types, path): the same conditions (same params) over
+    # `i` alone. An item-level ranking then checks each matching item by its own row, not by reading its chunks
+    # (a word in 3,400 of 10k items, one collection: 21 -> 8 ms).
+    item_sql: str | None = None
 
     @property
     def empty(self) -> bool:
@@ -79,23 +83,28 @@ def build_where(filters: Filters, collection_ids: tuple[int, ...] = ()) -> SqlFi
     params: list[Any] = []
     facet_queries: list[str] = []
     others: list[str] = []
+    item_parts: list[str | None] = []  # each condition over the item alone (None: it is on the chunk)
 
-    def add(sql: str, *values: Any, row: str | None = None) -> None:
+    def add(sql: str, *values: Any, row: str | None = None, item: str | None = None) -> None:
         parts.append(sql)
         row_parts.append(row or sql)
         params.extend(values)
         others.append(sql)
+        item_parts.append(item)
 
     def add_facet(query: str, *values: Any, row: str) -> None:
         parts.append(f"c.id IN ({query})")
         row_parts.append(_facet_of_row(row))
         params.extend(values)
         facet_queries.append(query)
+        item_parts.append(None)
 
-    if collection_ids:
-        add(f"c.collection_id IN ({_marks(collection_ids)})", *collection_ids)
+    if collection_ids:  # a chunk's collection is its item's
+        add(f"c.collection_id IN ({_marks(collection_ids)})", *collection_ids,
+            item=f"i.collection_id IN ({_marks(collection_ids)})")
     if filters.source_types:
-        add(f"i.source_type IN ({_marks(filters.source_types)})", *filters.source_types)
+        sql = f"i.source_type IN ({_marks(filters.source_types)})"
+        add(sql, *filters.source_types, item=sql)
     undated = "c.ts IS NULL OR " if filters.include_undated else ""
     if filters.date_from is not None:
         add(f"({undated}c.ts >= ?)", filters.date_from)
@@ -125,7 +134,8 @@ def build_where(filters: Filters, collection_ids: tuple[int, ...] = ()) -> SqlFi
                   t, t + "/", t + "0", row="f.name = 'tag' AND (f.value = ? OR (f.value > ? AND f.value < ?))")
     if filters.path_prefix:
         prefix = _expand_path(filters.path_prefix)
-        add("(substr(i.uri, 1, ?) = ? OR substr(i.key, 1, ?) = ?)", len(prefix), prefix, len(filters.path_prefix), filters.path_prefix)
+        sql = "(substr(i.uri, 1, ?) = ? OR substr(i.key, 1, ?) = ?)"
+        add(sql, len(prefix), prefix, len(filters.path_prefix), filters.path_prefix, item=sql)
     for key, accepted in sorted(filters.metadata.items()):
         values = [_facet_value(v) for v in (accepted if isinstance(accepted, (list, tuple)) else [accepted])]
         condition = f"f.name = ? AND f.value IN ({_marks(values)})"
@@ -133,7 +143,8 @@ def build_where(filters: Filters, collection_ids: tuple[int, ...] = ()) -> SqlFi
     ids_sql = None
     if facet_queries and not others:
         ids_sql = " INTERSECT ".join(f"SELECT * FROM ({q})" for q in facet_queries)
-    return SqlFilter(" AND ".join(parts) or "1", tuple(params), ids_sql, " AND ".join(row_parts) or "1")
+    item_sql = " AND ".join(item_parts) if item_parts and None not in item_parts else None
+    return SqlFilter(" AND ".join(parts) or "1", tuple(params), ids_sql, " AND ".join(row_parts) or "1", item_sql)
 
 
 def _facet_of_row(condition: str) -> str:

@@ -257,7 +257,8 @@ def keyword_sql(where: SqlFilter, table: str = CHUNKS, rowids: bool = False) -> 
     match = f"{table} MATCH ?" + (f" AND {table}.rowid > ? AND {table}.rowid <= ?" if rowids else "")
     if table == ITEMS:
         cond = "" if where.empty else (  # per matching item, one indexed probe (IN would list every passing item)
-            " AND EXISTS (SELECT 1 FROM chunks c JOIN items i ON i.id = c.item_id "
+            f" AND EXISTS (SELECT 1 FROM items i WHERE i.id = items_fts.rowid AND {where.item_sql})" if where.item_sql
+            else " AND EXISTS (SELECT 1 FROM chunks c JOIN items i ON i.id = c.item_id "
             f"WHERE c.item_id = items_fts.rowid AND {where.sql})")
         return (f"SELECT items_fts.rowid, {BM25[ITEMS]} AS score FROM items_fts WHERE {match}{cond} "
                 "ORDER BY score, items_fts.rowid LIMIT ?")

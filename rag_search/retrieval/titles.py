@@ -82,7 +82,8 @@ def _candidates(conn: Any, terms: list[Term], rare: list[Term], where: SqlFilter
     """Name rows to score: those holding the whole query as a phrase (an exact name, however common its words), and
     the best BM25 rows for the query's rarer words (a name of common words alone carries little of the query)."""
     cond = "" if where.empty else (
-        " AND EXISTS (SELECT 1 FROM chunks c JOIN items i ON i.id = c.item_id "
+        f" AND EXISTS (SELECT 1 FROM items i WHERE i.id = item_names.rowid / {MAX_NAMES} AND {where.item_sql})"
+        if where.item_sql else " AND EXISTS (SELECT 1 FROM chunks c JOIN items i ON i.id = c.item_id "
         f"WHERE c.item_id = item_names.rowid / {MAX_NAMES} AND {where.sql})")
     sql = f"SELECT rowid, name FROM item_names WHERE item_names MATCH ?{cond}"
     phrase = '"' + " ".join(t.text for t in terms).replace('"', '""') + '"'
