@@ -93,7 +93,7 @@ def test_a_word_not_held_leaves_the_ranking_to_fts5(index):
     assert held.rank(keyword.CHUNKS, keyword.parse_terms("the"), True, 10) is None  # stopwords are not held
 
 
-def test_what_is_held_is_dropped_on_a_write_and_read_again(index, tmp_path):
+def test_what_is_held_is_dropped_on_a_write_and_read_again_once_writes_settle(index, tmp_path):
     from fakes import HashEmbedder
 
     store = Store.open(tmp_path / "rag.db")
@@ -105,9 +105,15 @@ def test_what_is_held_is_dropped_on_a_write_and_read_again(index, tmp_path):
     assert held.wait(60)
     terms = keyword.parse_terms("running")
     before = held.count(keyword.CHUNKS, terms, True)
+    loads = []
+    load = held._load
+    held._load = lambda stamp: loads.append(stamp) or load(stamp)
     write_items(store, HashEmbedder(), _items(rng, 500, 40))
-    assert not held.ready()  # the index changed: FTS5 answers until it is read again
+    assert not held.ready()  # the index changed: FTS5 answers until it is read again,
+    assert not held._loading and not loads  # once the index has been left alone for `quiet` seconds
+    held.quiet = 0.5
     assert held.wait(60)
+    assert len(loads) == 1
     assert held.count(keyword.CHUNKS, terms, True) == len(_fts5(store.conn, keyword.CHUNKS, terms, True, 10**6)) > before
     store.close()
 

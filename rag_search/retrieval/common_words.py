@@ -19,7 +19,9 @@ any write searches go back to FTS5 until it is read again.
 from __future__ import annotations
 
 import math
+import os
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +31,7 @@ from rag_search.retrieval import keyword
 from rag_search.retrieval.keyword import CHUNKS, ITEMS, STOPWORDS, WEIGHTS, Term
 
 POSTINGS_MAX = 6_000_000  # word-rows held per table at most (8 bytes each)
+REREAD_QUIET_S = 30.0  # after a write, re-read once the index has been left alone this long (the first read: at once)
 K1, B = 1.2, 0.75  # FTS5's bm25()
 
 
@@ -55,6 +58,7 @@ class CommonWords:
         self._loading = False
         self._lock = threading.Lock()
         self._tokens: dict[str, str | None] = {}  # a term's text -> its one token (None: not a single token)
+        self.quiet = REREAD_QUIET_S
 
     def stamp(self) -> tuple[int, int]:
         conn = self.store.conn
@@ -62,10 +66,13 @@ class CommonWords:
 
     def ready(self, stamp: tuple[int, int] | None = None) -> bool:
         """True when what is held matches the index now (`stamp`: its state, if the caller read it already);
-        otherwise starts a (re)read and returns False."""
+        otherwise starts a (re)read and returns False. A re-read waits until the index has not been written for
+        `quiet` seconds: while it is being written, each re-read would be dropped by the next write."""
         stamp = stamp or self.stamp()
         if self._tables is not None and stamp == self._stamp:
             return True
+        if self._tables is not None and self.quiet > 0 and time.time() - _last_write(self.store.path) < self.quiet:
+            return False
         with self._lock:
             if not self._loading:
                 self._loading = True
@@ -74,8 +81,6 @@ class CommonWords:
 
     def wait(self, timeout: float = 600.0) -> bool:
         """Block until what is held is current (benchmarks, tests)."""
-        import time
-
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             with self.store.lock:
@@ -186,6 +191,17 @@ class CommonWords:
                 self._loading = False
 
 
+def _last_write(path: Any) -> float:
+    """When the database (or its write-ahead log) was last written, as a Unix time."""
+    times = []
+    for name in (str(path), f"{path}-wal"):
+        try:
+            times.append(os.stat(name).st_mtime)
+        except OSError:
+            pass
+    return max(times, default=0.0)
+
+
 def _and(postings: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
     rows = min((p for p, _ in postings), key=len)
     for positions, _ in postings:
@@ -196,9 +212,12 @@ def _and(postings: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
 
 def _read(conn: Any, table: str, min_docs: int, budget: int) -> _Table:
     """The table's lengths and statistics, and the rows of its most common words."""
-    docsize = conn.execute(f"SELECT id, sz FROM {table}_docsize ORDER BY id").fetchall()
-    ids = np.fromiter((r[0] for r in docsize), dtype=np.int64, count=len(docsize))
-    lengths = np.fromiter((sum(_varints(r[1])) for r in docsize), dtype=np.float64, count=len(docsize))
+    ids_of, lengths_of = [], []
+    for rowid, sizes in conn.execute(f"SELECT id, sz FROM {table}_docsize ORDER BY id"):  # streamed: 1M rows
+        ids_of.append(rowid)
+        lengths_of.append(sum(_varints(sizes)))
+    ids, lengths = np.array(ids_of, dtype=np.int64), np.array(lengths_of, dtype=np.float64)
+    del ids_of, lengths_of
     averages = _varints(conn.execute(f"SELECT block FROM {table}_data WHERE id = 1").fetchone()[0])
     n_rows, tokens = averages[0], sum(averages[1:])
     t = _Table(ids, lengths, n_rows, tokens / n_rows if n_rows else 1.0, {})
