@@ -122,17 +122,20 @@ def test_a_servers_keyword_search_of_common_words_ranks_nothing_through_fts5(ind
     """Same hits as the one-shot engine; no bm25() of the passages or items on either connection (the names list
     ranks its own small table)."""
     store, embedder = index
-    monkeypatch.setattr(keyword, "COMMON_MIN_DOCS", 40)  # this index's common words, as at 100k chunks
+    monkeypatch.setattr(keyword, "COMMON_MIN_DOCS", 300)  # this index's common words, as at 100k chunks
     server = SearchEngine(store, embedder, bits_in_ram=True)
     server.search(SearchRequest("budget", mode="keyword"))
     assert server.common_words.wait(60) and server.bit_matrix.wait(60)
+    # a rarer word (in more than a fifth of the common-word threshold's rows) kept beside dropped common ones
+    rows = {w: len(_fts5(store.conn, keyword.CHUNKS, keyword.parse_terms(w), True, 10**6)) for w in WORDS}
+    rarer = next(w for w in WORDS if 60 < rows[w] <= 300)
     one_shot = SearchEngine(store, embedder)
     statements: list[str] = []
     for conn in (store.conn, server.second.connection):
         if conn is not None:
             conn.set_trace_callback(statements.append)
     try:
-        for query in ("running budget", "meeting", "budget meeting harbour"):
+        for query in ("running budget", "meeting", "budget meeting harbour", f"running {rarer} budget"):
             fast = server.search(SearchRequest(query, mode="keyword", top_k=20))
             assert fast.hits, query
             statements_then = len(statements)

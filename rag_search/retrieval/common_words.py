@@ -8,9 +8,11 @@ the table's row count and average length; an expression made only of held words 
 then scored in numpy with FTS5's own bm25() arithmetic, in its order of operations, so the ranking is the one FTS5
 returns (same ids, same scores, equal scores by rowid), in ~1-3 ms.
 
-Held: the words in more than `min_docs` rows (keyword.COMMON_MIN_DOCS: where keyword search treats a word as
-common), most common first, up to POSTINGS_MAX rows per table (8 bytes each: at 100k chunks ~3M + ~1M rows,
-~32 MB); stopwords are left to FTS5 (a query keeps them only when it holds nothing else). Like the sign bits
+Held: the words in more than `min_docs` rows (a fifth of keyword.COMMON_MIN_DOCS, where keyword search treats a
+word as common: the rarer words a query keeps cost FTS5 up to 5,000 rows too), most common first, up to
+POSTINGS_MAX rows per table (8 bytes each: at 100k chunks ~4M + ~2.5M rows, ~55 MB; at 1M the budget holds the
+~15 and ~65 most common words, ~110 MB); stopwords are left to FTS5 (a query keeps them only when it holds nothing
+else). Like the sign bits
 (bit_matrix.py), what is held is valid only while the index is unchanged: it is read in a background thread on its
 own read-only connection (fts5vocab's instance table, ~1 us a word occurrence: ~25 s at 100k chunks), and after
 any write searches go back to FTS5 until it is read again.
@@ -31,6 +33,9 @@ from rag_search.retrieval import keyword
 from rag_search.retrieval.keyword import CHUNKS, ITEMS, STOPWORDS, WEIGHTS, Term
 
 POSTINGS_MAX = 6_000_000  # word-rows held per table at most (8 bytes each)
+# Held: words in more rows than a fifth of keyword.COMMON_MIN_DOCS (1,000), so a query's rarer words (those kept
+# when common ones are dropped: up to 5,000 rows, 10-20 ms of FTS5 ranking for chunks and items) come from RAM too
+FLOOR_SHARE = 5
 REREAD_QUIET_S = 30.0  # after a write, re-read once the index has been left alone this long (the first read: at once)
 K1, B = 1.2, 0.75  # FTS5's bm25()
 
@@ -50,7 +55,8 @@ class CommonWords:
     """Rankings of expressions over the index's most common words, from RAM (call rank/count only while ready)."""
 
     def __init__(self, store: Any, min_docs: int | None = None, budget: int | None = None):
-        """min_docs, budget: the words held (None: keyword.COMMON_MIN_DOCS and POSTINGS_MAX, as they are when read)."""
+        """min_docs, budget: the words held (None: keyword.COMMON_MIN_DOCS / FLOOR_SHARE and POSTINGS_MAX, as they are
+        when read)."""
         self.store = store
         self.min_docs, self.budget = min_docs, budget
         self._tables: dict[str, _Table] | None = None
@@ -175,7 +181,7 @@ class CommonWords:
             conn = connect(str(self.store.path), readonly=True)
             try:
                 conn.execute("BEGIN")  # one snapshot of both tables
-                floor = keyword.COMMON_MIN_DOCS if self.min_docs is None else self.min_docs
+                floor = keyword.COMMON_MIN_DOCS // FLOOR_SHARE if self.min_docs is None else self.min_docs
                 budget = POSTINGS_MAX if self.budget is None else self.budget
                 tables = {table: _read(conn, table, floor, budget) for table in (CHUNKS, ITEMS)}
                 conn.execute("COMMIT")

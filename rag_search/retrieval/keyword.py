@@ -216,7 +216,7 @@ def search(conn: Any, terms: list[Term], where: SqlFilter, limit: int, n_total: 
         run.expression = either
         _fill(run, rows_of(run.expression, terms, False))
         return run
-    _fill(run, rows_of(run.expression))
+    _fill(run, rows_of(run.expression, rare, False))
     return run
 
 
