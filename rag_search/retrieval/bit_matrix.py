@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from rag_search.retrieval.held import HeldInRam
+
 # Hamming candidates per wanted one that the query's float vector re-orders by its dot product with their signs
 # (bench/query_latency.py prints recall: real-like vectors at 100k, 300 wanted: Hamming alone 0.905, with this
 # asymmetric step over 2,000-5,000 Hamming candidates 0.99).
@@ -161,18 +163,13 @@ class DateTest:
         return self.facts.ids[self._mask(self.facts.ts)]
 
 
-class BitMatrix:
+class BitMatrix(HeldInRam):
+    thread_name = "bit-matrix"
+
     def __init__(self, store: Any):
-        self.store = store
+        super().__init__(store)
         self._bits: _Bits | None = None
         self._facts: _Facts | None = None
-        self._stamp: tuple[int, int] | None = None
-        self._loading = False
-        self._lock = threading.Lock()
-
-    def stamp(self) -> tuple[int, int]:
-        conn = self.store.conn
-        return conn.execute("PRAGMA data_version").fetchone()[0], conn.total_changes
 
     def ready(self, stamp: tuple[int, int] | None = None) -> bool:
         """True when the matrix matches the database now (`stamp`: its state, if the caller read it already);
@@ -180,22 +177,7 @@ class BitMatrix:
         stamp = stamp or self.stamp()
         if self._bits is not None and stamp == self._stamp:
             return True
-        with self._lock:
-            if not self._loading:
-                self._loading = True
-                threading.Thread(target=self._load, args=(stamp,), name="bit-matrix", daemon=True).start()
-        return False
-
-    def wait(self, timeout: float = 600.0) -> bool:
-        """Block until the matrix is current (benchmarks, tests)."""
-        import time
-
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            with self.store.lock:
-                if self.ready():
-                    return True
-            time.sleep(0.05)
+        self._start(stamp)
         return False
 
     def nearest(self, query_bits: bytes, k: int, collection_ids: tuple[int, ...] = (),

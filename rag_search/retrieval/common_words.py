@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import math
 import os
-import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -30,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from rag_search.retrieval import keyword
+from rag_search.retrieval.held import HeldInRam
 from rag_search.retrieval.keyword import CHUNKS, ITEMS, STOPWORDS, WEIGHTS, Term
 
 POSTINGS_MAX = 6_000_000  # word-rows held per table at most (8 bytes each)
@@ -51,24 +51,19 @@ class _Table:
     words: dict[str, tuple[np.ndarray, np.ndarray]]  # token -> (positions in ids, ascending; weighted counts)
 
 
-class CommonWords:
+class CommonWords(HeldInRam):
     """Rankings of expressions over the index's most common words, from RAM (call rank/count only while ready)."""
+
+    thread_name = "common-words"
 
     def __init__(self, store: Any, min_docs: int | None = None, budget: int | None = None):
         """min_docs, budget: the words held (None: keyword.COMMON_MIN_DOCS / FLOOR_SHARE and POSTINGS_MAX, as they are
         when read)."""
-        self.store = store
+        super().__init__(store)
         self.min_docs, self.budget = min_docs, budget
         self._tables: dict[str, _Table] | None = None
-        self._stamp: tuple[int, int] | None = None
-        self._loading = False
-        self._lock = threading.Lock()
         self._tokens: dict[str, str | None] = {}  # a term's text -> its one token (None: not a single token)
         self.quiet = REREAD_QUIET_S
-
-    def stamp(self) -> tuple[int, int]:
-        conn = self.store.conn
-        return conn.execute("PRAGMA data_version").fetchone()[0], conn.total_changes
 
     def ready(self, stamp: tuple[int, int] | None = None) -> bool:
         """True when what is held matches the index now (`stamp`: its state, if the caller read it already);
@@ -79,20 +74,7 @@ class CommonWords:
             return True
         if self._tables is not None and self.quiet > 0 and time.time() - _last_write(self.store.path) < self.quiet:
             return False
-        with self._lock:
-            if not self._loading:
-                self._loading = True
-                threading.Thread(target=self._load, args=(stamp,), name="common-words", daemon=True).start()
-        return False
-
-    def wait(self, timeout: float = 600.0) -> bool:
-        """Block until what is held is current (benchmarks, tests)."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            with self.store.lock:
-                if self.ready():
-                    return True
-            time.sleep(0.05)
+        self._start(stamp)
         return False
 
     def size(self) -> str:
