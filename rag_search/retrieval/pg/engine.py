@@ -58,7 +58,7 @@ class PgSearchEngine(SearchEngine):
         return pg_keyword.df(self.store.conn, term, self._df_cache, pg_keyword.ITEMS)
 
     def _exact_items(self, terms, where: SqlFilter) -> dict[int, list[str]]:
-        return pg_keyword.exact_items(self.store.conn, terms, where, self.settings.exact_max_items)
+        return pg_keyword.exact_items(self.store.conn, terms, where, self.settings.exact_max_items, self._df_cache)
 
     def _knn(self, qvec, filters: Filters, coll_ids, limit: int, scope: int, eid: str | None = None,
              vectors: dict | None = None) -> tuple[list[tuple[int, float]], bool]:
