@@ -128,3 +128,29 @@ def test_statements_are_planned_for_their_parameters(postgres_url, fake_embedder
     whole GIN bitmap in (the connection's docstring): each statement is planned for its own parameters instead."""
     with _store(postgres_url, fake_embedder, analyze=False) as store:
         assert store.conn.execute("SHOW plan_cache_mode").fetchone()[0] == "force_custom_plan"
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "keyword", "semantic"])
+def test_a_tag_filter_is_listed_once_per_search_and_finds_what_the_facet_sql_finds(postgres_url, fake_embedder,
+                                                                                  statements, monkeypatch, mode):
+    """A facet-only filter goes to every statement as the chunk ids holding it (PgSearchEngine._listed: the planner
+    cannot size `c.id IN (SELECT ... UNION ALL ...)`), read once per search; the hits are those of the facet SQL."""
+    from rag_search.retrieval import Filters
+    from rag_search.retrieval.pg import engine as pg_engine
+
+    with open_store(fresh_database(postgres_url, f"t_{uuid.uuid4().hex[:12]}")) as store:
+        for n in range(30):
+            add_doc(store, fake_embedder, "notes", f"n{n:02}.md", f"river delta note {n}" + " rare" * (n == 4),
+                    tags=("t7",) if n % 3 == 0 else ("other", "t7/sub") if n % 3 == 1 else ())
+        request = SearchRequest("river rare", mode=mode, filters=Filters(tags=("t7",)), top_k=50)
+        engine = search_engine(store, fake_embedder)
+        statements.clear()
+        listed = engine.search(request)
+        lists = [sql for sql, _ in statements if sql.startswith("SELECT * FROM (SELECT f.chunk_id FROM chunk_facets")]
+        assert len(lists) == 1
+        facet_sql = [sql for sql, _ in statements if "FROM chunk_facets f WHERE f.name = 'tag'" in sql]
+        assert all(sql in lists or " item_names n " in sql for sql in facet_sql)  # the names. lookup: its own
+        monkeypatch.setattr(pg_engine, "FACET_IDS_MAX", 0)  # too many to list: the facet SQL in each statement
+        plain = search_engine(store, fake_embedder).search(request)
+        assert [h.chunk_id for h in listed.hits] == [h.chunk_id for h in plain.hits]
+        assert len(listed.hits) == 20  # tagged t7 or t7/...

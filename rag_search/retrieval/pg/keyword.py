@@ -42,6 +42,8 @@ K1, B = 1.2, 0.75  # BM25's (FTS5's bm25())
 # title weight 2)
 ZETA2 = 1.6449341
 AVG_SAMPLE = 1_000
+# A filter given as the chunk ids passing it (pg/engine.py: PgSearchEngine._listed), one array parameter
+LISTED_CHUNKS = "c.id = ANY(?)"
 
 
 def _words(text: str, prefix: bool, weight: str = "") -> str:
@@ -147,7 +149,9 @@ def _bounds(conn: Any, term: Term, counted: dict[Term, int], table: str, n_rows:
 
 def _scope(where: SqlFilter, table: str) -> tuple[str, str, str]:
     """(alias, joins, AND-condition) that keep a statement over `table` to the rows passing the filters; an item
-    passes when one of its chunks does."""
+    passes when one of its chunks does. A filter may be the chunk ids that pass (LISTED_CHUNKS)."""
+    if where.sql == LISTED_CHUNKS and table != ITEMS:
+        return "c", "", f" AND {where.sql}"
     if table == ITEMS:
         cond = "" if where.empty else (" AND EXISTS (SELECT 1 FROM chunks c JOIN items i ON i.id = c.item_id "
                                         f"WHERE c.item_id = d.item_id AND {where.sql})")

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from rag_search.retrieval.filters import SqlFilter
+from rag_search.retrieval.pg.keyword import LISTED_CHUNKS
 from rag_search.retrieval.vector import EXACT_SCOPE_LIMIT
 from rag_search.store.pg.connection import vector_text
 from rag_search.store.pg.schema import bits_centre, bits_sql
@@ -44,7 +45,10 @@ def _where(collection_ids: tuple[int, ...], rest: SqlFilter) -> tuple[str, list[
     if collection_ids:
         parts.append("v.collection_id = ANY(?)")
         params.append(list(collection_ids))
-    if not rest.empty:
+    if rest.sql == LISTED_CHUNKS:  # the chunk ids passing the filter (pg/engine.py: _listed)
+        parts.append("v.chunk_id = ANY(?)")
+        params.extend(rest.params)
+    elif not rest.empty:
         joins = " JOIN chunks c ON c.id = v.chunk_id JOIN items i ON i.id = c.item_id"
         parts.append(rest.sql)
         params.extend(rest.params)
