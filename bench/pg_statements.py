@@ -28,7 +28,7 @@ from rag_search.store import open_store  # noqa: E402
 from rag_search.store.pg.connection import PgConnection  # noqa: E402
 
 KINDS = [("count", r"SELECT count\(\*\) FROM \(SELECT 1 FROM (\w+)"),
-         ("rank", r"WITH cand AS MATERIALIZED .* FROM (\w+) r WHERE"),
+         ("rank", r"WITH cand AS .*? FROM (\w+) [cd] WHERE"),
          ("avg_size", r"avg\(pg_column_size"), ("exact_items", r"SELECT d.item_id FROM item_docs d WHERE"),
          ("best_chunks", r"DISTINCT ON \(c.item_id\)"), ("names", r"FROM item_names n"),
          ("stems", r"unnest\(to_tsvector"), ("word_stems", r"tsvector_to_array"), ("word_stats", r"FROM pg_stats"),
