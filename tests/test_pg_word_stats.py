@@ -154,3 +154,17 @@ def test_a_tag_filter_is_listed_once_per_search_and_finds_what_the_facet_sql_fin
         plain = search_engine(store, fake_embedder).search(request)
         assert [h.chunk_id for h in listed.hits] == [h.chunk_id for h in plain.hits]
         assert len(listed.hits) == 20  # tagged t7 or t7/...
+
+
+def test_a_migrated_store_has_its_word_statistics_at_once(postgres_url, fake_embedder, tmp_path):
+    """migrate-store analyzes the copy: its first searches need not count common words' rows."""
+    from rag_search.store.pg.migrate import migrate_store
+
+    with open_store(str(tmp_path / "rag.db")) as store:
+        for n in range(30):
+            add_doc(store, fake_embedder, "notes", f"n{n:02}.md", f"alpha note {n}")
+    url = fresh_database(postgres_url, f"t_{uuid.uuid4().hex[:12]}")
+    migrate_store(tmp_path / "rag.db", url)
+    with open_store(url) as store:
+        stats = pg_keyword.word_stats.read_stats(store.conn, "chunks")
+        assert stats is not None and stats.shares["alpha"] == 1.0
