@@ -1,7 +1,9 @@
 """Vector retrieval on the PostgreSQL store (pgvector): exact cosine KNN on small scopes; on large ones the
 nearest sign-bit codes by Hamming distance from an HNSW index, rescored by their float vectors in the same
 statement. Filters go inside the statement (pgvector 0.8's iterative index scan keeps looking until enough
-rows pass); when a selective filter still leaves too few, the KNN is exact over the rows that pass.
+rows pass); when a selective filter still leaves too few, the KNN is exact over the rows that pass. A filter of
+facets only comes listed as its chunk ids (pg/engine.py: PgSearchEngine._listed): the KNN is exact among them (a 2%
+tag at 1M chunks: 88 ms, where the filtered HNSW scan walked 611).
 """
 
 from __future__ import annotations
