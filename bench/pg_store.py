@@ -3,6 +3,9 @@
     python bench/pg_store.py [--sizes 10000 100000] [--queries 100] [--repeats 2] [--url postgresql://...]
                              [--no-latency] [--no-quality]
 
+p95 is the median of the repeats' p95s; "1st p95" the first repeat's alone (it meets every word new: what a cache of
+counts does not help). --hits / --compare as bench/query_latency.py's (PostgreSQL's top 10s).
+
 Each rag.db (bench/query_latency.py's synthetic corpora, bench/quality.py's SciFact index) is copied into a fresh
 database with migrate-store (its time printed: nothing is re-embedded), then the same queries run in-process on
 rag.db (SearchEngine, sqlite-vec binary KNN as the CLI does) and on PostgreSQL as `local-rag serve` runs it
@@ -16,6 +19,7 @@ builds the rag.db once (~6 GB, 20-50 min), migrate-store copies it (~30 min); th
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import sys
 import tempfile
@@ -31,7 +35,7 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 import postgres_server  # noqa: E402
 from postgres_server import fresh_database, start_server, stop_server  # noqa: E402
 from query_latency import (OUT, SyntheticQueryEmbedder, describe, load, open_db, queries,  # noqa: E402
-                           real_embeddings, run)
+                           real_embeddings, run, same_hits)
 
 from rag_search.retrieval import Filters, SearchRequest  # noqa: E402
 from rag_search.retrieval.pg import vector as pg_vector  # noqa: E402
@@ -84,7 +88,8 @@ def _copied(target: str) -> bool:
         return False
 
 
-def latency(url: str, sizes: list[int], n_queries: int, repeats: int) -> None:
+def latency(url: str, sizes: list[int], n_queries: int, repeats: int, hits: str | None = None,
+            compare: str | None = None) -> None:
     base, held_out = real_embeddings(OUT)
     embedder = SyntheticQueryEmbedder(held_out)
     qs = queries(n_queries)
@@ -97,20 +102,29 @@ def latency(url: str, sizes: list[int], n_queries: int, repeats: int) -> None:
         engines = {name: e for name, e in engines.items() if name in ENGINES}
         print(f"\n{n:,} chunks: {n_queries} queries x {repeats} repeats (median of per-repeat percentiles), warm; "
               f"PostgreSQL binary+rescore recall@10 vs exact KNN {recall(pg, held_out[:50]):.3f}; {load()}")
-        print("| case | " + " | ".join(f"{e} p50 | {e} p95" for e in engines) + " |\n|---|" + "---|---|" * len(engines))
+        print("| case | " + " | ".join(f"{e} p50 | {e} p95 | {e} 1st p95" for e in engines) + " |\n|---|"
+              + "---|---|---|" * len(engines))
         for engine in engines.values():
             for q in qs[:20]:
                 engine.search(SearchRequest(q))
-        stages = []
+        stages, record = [], {}
+        saved = json.loads(Path(compare).read_text()) if compare else {}
         for mode, filters in CASES:
             row = [run(engine, qs, mode, filters, repeats) for engine in engines.values()]
-            print(f"| {describe(mode, filters)} | " + " | ".join(f"{t.p50:.1f} ms | {t.p95:.1f} ms" for t in row)
-                  + " |", flush=True)
+            key = f"{n} | {describe(mode, filters)}"
+            mine = {f"{key} | {q}": ids for q, ids in row[-1].hits.items()}  # PostgreSQL's top 10s
+            record.update(mine)
+            same = f"   [postgres: {same_hits(mine, saved)}]" if saved else ""
+            cells = " | ".join(f"{t.p50:.1f} ms | {t.p95:.1f} ms | {t.first_p95:.1f} ms" for t in row)
+            print(f"| {describe(mode, filters)} | {cells} |{same}", flush=True)
             stages.append("\n".join(f"{'  ' + describe(mode, filters) if not k else '':<38} {e}: {t.stage_line()}"
                                      for k, (e, t) in enumerate(zip(engines, row))))
         print(f"per stage p50/p95 ms (SearchResult.timings_ms); {load()}\n" + "\n".join(stages), flush=True)
         sqlite.close()
         pg.close()
+        if hits:
+            Path(hits).write_text(json.dumps({**(json.loads(Path(hits).read_text()) if Path(hits).exists() else {}),
+                                              **record}))
 
 
 def recall(pg, qvecs) -> float:
@@ -160,6 +174,8 @@ def main() -> None:
                     help="the shared eval folder (beir.py, data/scifact-train)")
     ap.add_argument("--no-latency", action="store_true")
     ap.add_argument("--no-quality", action="store_true")
+    ap.add_argument("--hits", help="write PostgreSQL's top 10 chunk ids per query and case to this JSON file")
+    ap.add_argument("--compare", help="say per case how many of PostgreSQL's top 10s equal those in this file")
     ap.add_argument("--reuse", action="store_true", help="with --url: keep the copies an earlier run made")
     ap.add_argument("--postgres-only", action="store_true", help="time PostgreSQL only (rag.db's CLI path at 1M "
                                                                   "takes ~10 min more)")
@@ -170,7 +186,7 @@ def main() -> None:
     t0 = time.perf_counter()
     with server(args.url) as url:
         if not args.no_latency:
-            latency(url, args.sizes, args.queries, args.repeats)
+            latency(url, args.sizes, args.queries, args.repeats, args.hits, args.compare)
         if not args.no_quality:
             quality(url, args.modes.split(","), args.eval)
     print(f"\n({time.perf_counter() - t0:.0f} s; {load()})")

@@ -4,10 +4,11 @@ its retrievers answered by Postgres full-text (pg_keyword) and pgvector (pg_vect
 from __future__ import annotations
 
 import math
+import threading
 
 from rag_search.retrieval.pg import keyword as pg_keyword
 from rag_search.retrieval.pg import vector as pg_vector
-from rag_search.retrieval.engine import SearchEngine, SearchResult
+from rag_search.retrieval.engine import FACET_IDS_MAX, SearchEngine, SearchResult
 from rag_search.retrieval.filters import Filters, SqlFilter, build_where
 from rag_search.retrieval.parallel import SecondConnection
 from rag_search.retrieval.keyword import KeywordRun, Term
@@ -23,6 +24,27 @@ class PgSearchEngine(SearchEngine):
         keyword-only searches the whole-item ranking beside the chunks' (retrieval/parallel.py)."""
         super().__init__(store, embedder, settings, reranker, bits_in_ram=False)
         self.second = SecondConnection(store) if long_running else None
+        self._listing: tuple[tuple, SqlFilter] | None = None  # (index state and filter, listed): _listed's
+        self._listing_lock = threading.Lock()  # both sides of a hybrid search ask for it at once
+
+    def _listed(self, where: SqlFilter, conn=None) -> SqlFilter:
+        """A filter of facets only (tags, metadata) as the list of chunk ids holding them (up to FACET_IDS_MAX), read
+        once per search from the facet index, as rag.db does (engine._knn_bits). Given as `c.id IN (SELECT ...)`,
+        the planner cannot tell how many chunks pass (it guesses 200 for the UNION ALL) and tests `tsv @@ q` on each
+        of them, reading their tsvectors (a 2% tag at 1M chunks: 20k rows, 370 ms for a word in 7 of them); given
+        as an array of ids it knows their number and ANDs them with the word's GIN bitmap (69 ms). Whole items
+        keep the chunk ids too: as an array of item ids the planner tests a rare word on each item's 10 kB tsvector
+        (1 s). conn: the caller's (the vector side's runs beside)."""
+        if where.ids_sql is None:
+            return where
+        key = (self._now, where.ids_sql, where.params)
+        with self._listing_lock:
+            if self._listing is None or self._listing[0] != key:
+                ids = [r[0] for r in (conn or self.store.conn).execute(f"{where.ids_sql} LIMIT ?",
+                                                                       (*where.params, FACET_IDS_MAX + 1))]
+                self._listing = (key, SqlFilter(pg_keyword.LISTED_CHUNKS, (ids,)) if len(ids) <= FACET_IDS_MAX
+                                 else where)
+            return self._listing[1]
 
     def _beside_ok(self) -> bool:
         return self.second is not None and self.second.available()
@@ -30,6 +52,7 @@ class PgSearchEngine(SearchEngine):
     def _items_beside(self, terms, where: SqlFilter, limit: int, n_items: int, hybrid: bool):
         if hybrid or not self._beside_ok():  # hybrid: the vector side has the second connection
             return None
+        where = self._listed(where)
 
         def rank(conn):
             with pg_keyword.index_scans(conn):
@@ -46,23 +69,30 @@ class PgSearchEngine(SearchEngine):
         with pg_keyword.index_scans(self.store.conn):  # one transaction for the stage's full-text statements
             super()._keyword(terms, filters, coll_ids, limit, result, got)
 
-    def _keyword_chunks(self, terms, where: SqlFilter, limit: int, n_total: int, hybrid: bool, corpus=None) -> KeywordRun:
-        return pg_keyword.search(self.store.conn, terms, where, limit, n_total, self._df_cache, pg_keyword.CHUNKS,
-                                 may_skip=hybrid)
+    def _keyword_chunks(self, terms, where: SqlFilter, limit: int, n_total: int, hybrid: bool,
+                        corpus=None) -> KeywordRun:
+        return pg_keyword.search(self.store.conn, terms, self._listed(where), limit, n_total, self._df_cache,
+                                 pg_keyword.CHUNKS, may_skip=hybrid)
 
-    def _keyword_items(self, terms, where: SqlFilter, limit: int, n_items: int, hybrid: bool, corpus=None) -> KeywordRun:
-        return pg_keyword.search(self.store.conn, terms, where, limit, n_items, self._df_cache, pg_keyword.ITEMS,
-                                 may_skip=hybrid)
+    def _keyword_items(self, terms, where: SqlFilter, limit: int, n_items: int, hybrid: bool,
+                       corpus=None) -> KeywordRun:
+        return pg_keyword.search(self.store.conn, terms, self._listed(where), limit, n_items,
+                                 self._df_cache, pg_keyword.ITEMS, may_skip=hybrid)
 
     def item_df(self, term: Term) -> int:
         return pg_keyword.df(self.store.conn, term, self._df_cache, pg_keyword.ITEMS)
 
     def _exact_items(self, terms, where: SqlFilter) -> dict[int, list[str]]:
-        return pg_keyword.exact_items(self.store.conn, terms, where, self.settings.exact_max_items)
+        return pg_keyword.exact_items(self.store.conn, terms, self._listed(where),
+                                      self.settings.exact_max_items, self._df_cache)
 
     def _knn(self, qvec, filters: Filters, coll_ids, limit: int, scope: int, eid: str | None = None,
              vectors: dict | None = None) -> tuple[list[tuple[int, float]], bool]:
-        return pg_vector.knn(self._vconn, qvec, limit, scope, coll_ids, build_where(filters.without_collections()))
+        rest = build_where(filters.without_collections())
+        listed = self._listed(rest, conn=self._vconn)
+        if listed is not rest:  # exact among the listed chunks (pgvector's filtered HNSW scan would walk far)
+            return pg_vector.knn(self._vconn, qvec, limit, 0, coll_ids, listed)
+        return pg_vector.knn(self._vconn, qvec, limit, scope, coll_ids, rest)
 
     def _idf(self, query: str) -> dict[str, float]:
         n_items, conn = self._items_count(), self.store.conn

@@ -7,7 +7,9 @@ A term is a phrase of its words (`'kube' <-> 'proxy'`), a prefix ends in `:*`, a
 matches its split form; terms are ORed. The budgets are rag.db's (keyword.search): on large indexes single words
 in more than COMMON_MIN_DOCS rows are left out while rarer words remain; if every word is common they are ANDed,
 in hybrid search skipped when that AND would rank more than RANK_BUDGET rows (the vector side carries the query),
-and the OR of common words is the fallback only when it would rank at most RANK_BUDGET × 5 rows.
+and the OR of common words is the fallback only when it would rank at most RANK_BUDGET × 5 rows. Those row counts
+cost what the rows cost (GIN answers with a whole bitmap): a word the column's statistics put well over a threshold
+is not counted (word_stats.py), and an AND's or OR's rows are counted only when its words' rows do not bound them.
 Scores are negated (lower is better, as FTS5's rank).
 
 Ranking reads each matching row's tsvector (an item's is ~10 kB, compressed out of line: ~8 us a row), so at
@@ -24,6 +26,7 @@ from contextlib import contextmanager
 from typing import Any, Iterator
 
 from rag_search.retrieval.filters import SqlFilter
+from rag_search.retrieval.pg import word_stats
 from rag_search.retrieval.keyword import (AND_MAX_DOCS, COMMON_MIN_DOCS, RANK_BUDGET, STOPWORDS, UNRANKABLE_FRACTION,
                                           KeywordRun, Term, _literally)
 from rag_search.store.pg.schema import TS_CONFIG
@@ -39,6 +42,12 @@ K1, B = 1.2, 0.75  # BM25's (FTS5's bm25())
 # title weight 2)
 ZETA2 = 1.6449341
 AVG_SAMPLE = 1_000
+# A row's tsvector read once into memory, unchanged (setweight of no lexemes copies it as it is). `tsv || ''` did the
+# same at twice the cost: concatenation rebuilds the vector (2,000 item tsvectors of ~10 kB at 100k chunks, a 4-term
+# score: 66 ms with `|| ''`, 27 ms this way, 12 reads from storage without either)
+DETOASTED = "setweight(r.tsv, 'A', '{}'::text[])"
+# A filter given as the chunk ids passing it (pg/engine.py: PgSearchEngine._listed), one array parameter
+LISTED_CHUNKS = "c.id = ANY(?)"
 
 
 def _words(text: str, prefix: bool, weight: str = "") -> str:
@@ -85,17 +94,68 @@ def count(conn: Any, table: str, expr: str, cap: int) -> int:
                             (expr, cap)).fetchone()[0]
 
 
-def df(conn: Any, term: Term, cache: dict[str, int], table: str = CHUNKS, upto: int = COMMON_MIN_DOCS) -> int:
-    """Rows holding the term, counted up to one past `upto`, cached per index state (as keyword._df)."""
+def df(conn: Any, term: Term, cache: dict[str, int], table: str = CHUNKS, upto: int | None = None,
+       n_rows: int | None = None) -> int:
+    """Rows holding the term, counted up to one past `upto` (COMMON_MIN_DOCS), cached per index state (as keyword._df);
+    a word the column's statistics put at well over `upto` rows is `upto + 1` uncounted (word_stats: its count costs
+    what its rows cost)."""
+    upto = COMMON_MIN_DOCS if upto is None else upto
     key = f"pg:{table}:{upto}:{term.text}"
     if key not in cache:
-        cache[key] = count(conn, table, term_query(term), upto + 1)
+        low, _ = estimate(conn, term, table, n_rows) or (0.0, None)
+        cache[key] = upto + 1 if low > word_stats.MARGIN * upto else count(conn, table, term_query(term), upto + 1)
     return cache[key]
+
+
+def estimate(conn: Any, term: Term, table: str, n_rows: int | None = None) -> tuple[float, float] | None:
+    """(at least, at most) rows holding a single plain word by the column's statistics; None: unknown."""
+    if not estimable(term):
+        return None
+    return word_stats.of(conn).rows(conn, term.text, table, n_rows)
+
+
+def over(conn: Any, term: Term, cache: dict[str, int], table: str, cap: int, n_rows: int | None = None) -> bool:
+    """Whether more than `cap` rows hold the term. A cost decision (AND_MAX_DOCS): the statistics' estimate decides
+    when they list the word or put it well under `cap`; otherwise it is counted."""
+    low, high = estimate(conn, term, table, n_rows) or (0.0, math.inf)
+    if low > 0:
+        return low > cap
+    if high * word_stats.MARGIN < cap:
+        return False
+    return df(conn, term, cache, table, cap, n_rows) > cap
+
+
+def matches_over(conn: Any, terms: list[Term], joiner: str, cap: int, counted: dict[Term, int],
+                 cache: dict[str, Any], table: str, n_rows: int | None = None) -> bool:
+    """Whether the AND (joiner " & ") or OR (" | ") of the terms matches more than `cap` rows. Each term's rows bound
+    it (an AND holds at most its rarest term's rows; an OR at least its commonest's, at most their sum): only
+    between the bounds is it counted, once per index state."""
+    bounds = [_bounds(conn, t, counted, table, n_rows) for t in terms]
+    if joiner == " & " and min(hi for _, hi in bounds) <= cap:
+        return False
+    if joiner == " | " and (max(lo for lo, _ in bounds) > cap or sum(hi for _, hi in bounds) <= cap):
+        return max(lo for lo, _ in bounds) > cap
+    expr = expression(terms, joiner)
+    key = f"pg:{table}:{cap}:{expr}"
+    if key not in cache:
+        cache[key] = count(conn, table, expr, cap + 1)
+    return cache[key] > cap
+
+
+def _bounds(conn: Any, term: Term, counted: dict[Term, int], table: str, n_rows: int | None) -> tuple[float, float]:
+    """(at least, at most) rows holding the term: its count when under COMMON_MIN_DOCS (exact), else the statistics'
+    estimate, else "over COMMON_MIN_DOCS"."""
+    if counted[term] <= COMMON_MIN_DOCS:
+        return counted[term], counted[term]
+    low, high = estimate(conn, term, table, n_rows) or (0.0, math.inf)
+    return max(low, counted[term]), max(high, counted[term])
 
 
 def _scope(where: SqlFilter, table: str) -> tuple[str, str, str]:
     """(alias, joins, AND-condition) that keep a statement over `table` to the rows passing the filters; an item
-    passes when one of its chunks does."""
+    passes when one of its chunks does. A filter may be the chunk ids that pass (LISTED_CHUNKS)."""
+    if where.sql == LISTED_CHUNKS and table != ITEMS:
+        return "c", "", f" AND {where.sql}"
     if table == ITEMS:
         cond = "" if where.empty else (" AND EXISTS (SELECT 1 FROM chunks c JOIN items i ON i.id = c.item_id "
                                         f"WHERE c.item_id = d.item_id AND {where.sql})")
@@ -109,20 +169,21 @@ def ranked_sql(where: SqlFilter, table: str, idfs: list[float], avgdl: float, pa
     """Ids and their negated BM25, best first. Params: per part `?` (a tsquery text), the filters' params and `?`
     (that part's row limit); `?` (rows ranked at most); per term `?` `?` (its tsquery text, twice) and `?` (the
     same in the title, weight A); `?` (limit). A phrase's ts_rank is no count of it: a matching phrase counts 1.
-    Each candidate's tsvector is read once (`|| ''` makes it a value in memory: the functions after it would each
-    read it from its compressed, out-of-line storage again)."""
+    Each candidate's tsvector is read once (DETOASTED makes it a value in memory: the functions after it would each
+    read it from its compressed, out-of-line storage again), from the row the candidate scan read: fetching the
+    candidates again by id cost 2,000 index lookups (~30 of a chunk ranking's 60 ms at 100k chunks)."""
     alias, joins, cond = _scope(where, table)
     rows, key = (f"item_docs {alias}", "item_id") if table == ITEMS else (f"chunks {alias}{joins}", "id")
-    part = f"(SELECT {alias}.{key} AS k FROM {rows} WHERE {alias}.tsv @@ {QUERY}{cond} LIMIT ?)"
+    part = f"(SELECT {alias}.{key} AS k, {alias}.tsv FROM {rows} WHERE {alias}.tsv @@ {QUERY}{cond} LIMIT ?)"
     tf = f"round(1 / greatest({ZETA2} * (1 - ts_rank('{{1,1,1,1}}', r.tsv, {QUERY}, 0)), 0.004) - 0.5)"
     xs = ", ".join(f"greatest({tf}, (r.tsv @@ {QUERY})::int) + (r.tsv @@ {QUERY})::int AS x{i}"
                    for i in range(len(idfs)))
     norm = f"{K1} * ({1 - B} + {B} * dl / {max(avgdl, 1.0):.3f})"
     score = " + ".join(f"{w:.6f} * x{i} * {K1 + 1} / (x{i} + {norm})" for i, w in enumerate(idfs))
-    return (f"WITH cand AS MATERIALIZED (SELECT k FROM ({' UNION ALL '.join([part] * parts)}) p LIMIT ?) "
-            f"SELECT k, -({score}) AS score FROM (SELECT r.{key} AS k, pg_column_size(r.tsv) AS dl, {xs} FROM "
-            f"(SELECT r.{key}, r.tsv || ''::tsvector AS tsv FROM {table} r WHERE r.{key} IN (SELECT k FROM cand) "
-            "OFFSET 0) r) s ORDER BY score, k LIMIT ?")
+    return (f"WITH cand AS (SELECT DISTINCT ON (k) k, tsv FROM (SELECT k, tsv FROM "
+            f"({' UNION ALL '.join([part] * parts)}) p LIMIT ?) p ORDER BY k) "
+            f"SELECT k, -({score}) AS score FROM (SELECT r.k, pg_column_size(r.tsv) AS dl, {xs} FROM "
+            f"(SELECT r.k, {DETOASTED} AS tsv FROM cand r OFFSET 0) r) s ORDER BY score, k LIMIT ?")
 
 
 def idf(n_total: int, rows: int) -> float:
@@ -136,7 +197,8 @@ def search(conn: Any, terms: list[Term], where: SqlFilter, limit: int, n_total: 
     run = KeywordRun()
     if not terms:
         return run
-    counted = {t: df(conn, t, df_cache, table) for t in terms}  # up to COMMON_MIN_DOCS + 1, cached
+    word_stats.of(conn).learn_stems(conn, table, [t.text for t in terms if estimable(t)])  # one statement for all
+    counted = {t: df(conn, t, df_cache, table, n_rows=n_total) for t in terms}  # up to COMMON_MIN_DOCS + 1
     common = [t for t in terms if n_total > COMMON_MIN_DOCS and not (t.phrase or t.prefix)
               and counted[t] > COMMON_MIN_DOCS]
     rare = [t for t in terms if t not in common]
@@ -146,17 +208,22 @@ def search(conn: Any, terms: list[Term], where: SqlFilter, limit: int, n_total: 
         return _fill(run, _ranked(conn, rare, " | ", where, table, limit, n_total, counted, run, df_cache))
     ranked = common
     if may_skip:  # a word in very many rows leaves the AND (rag.db: its whole doclist is read per ranked query)
-        ranked = [t for t in common if df(conn, t, df_cache, table, AND_MAX_DOCS) <= AND_MAX_DOCS]
+        ranked = [t for t in common if not over(conn, t, df_cache, table, AND_MAX_DOCS, n_total)]
         run.dropped = [t.text for t in common if t not in ranked]
     budget = int(min(RANK_BUDGET, UNRANKABLE_FRACTION * n_total))
-    if may_skip and (not ranked or count(conn, table, expression(ranked, " & "), budget + 1) > budget):
+    if may_skip and (not ranked or matches_over(conn, ranked, " & ", budget, counted, df_cache, table, n_total)):
         run.dropped = [t.text for t in common]
         return run
     rows = _ranked(conn, ranked, " & ", where, table, limit, n_total, counted, run, df_cache)
-    if len(rows) < limit and not (rows and count(conn, table, expression(terms), RANK_BUDGET * 5 + 1)
-                                  > RANK_BUDGET * 5):  # the OR of very common words would rank most of the index
+    if len(rows) < limit and not (rows and matches_over(conn, terms, " | ", RANK_BUDGET * 5, counted, df_cache,
+                                                        table, n_total)):  # the OR of very common words: most rows
         rows = _ranked(conn, terms, " | ", where, table, limit, n_total, counted, run, df_cache)
     return _fill(run, rows)
+
+
+def estimable(term: Term) -> bool:
+    """A single plain word: the statistics may know its rows."""
+    return not (term.phrase or term.prefix or term.split or term.gram)
 
 
 def _fill(run: KeywordRun, rows: list) -> KeywordRun:
@@ -188,13 +255,18 @@ def avg_size(conn: Any, table: str, cache: dict[str, Any]) -> float:
     return cache[key]
 
 
-def exact_items(conn: Any, terms: list[Term], where: SqlFilter, max_items: int) -> dict[int, list[str]]:
-    """Items holding a query term that at most `max_items` items in scope hold (keyword.exact_items)."""
+def exact_items(conn: Any, terms: list[Term], where: SqlFilter, max_items: int,
+                cache: dict[str, int] | None = None) -> dict[int, list[str]]:
+    """Items holding a query term that at most `max_items` items in scope hold (keyword.exact_items). Without filters
+    a term whose items were counted already (`cache`, df's) at over max_items is not looked up again: a lookup of a
+    common word builds its whole bitmap however few rows it reads (6-10 ms at 1M chunks)."""
     out: dict[int, list[str]] = {}
     _, _, cond = _scope(where, ITEMS)
     sql = f"SELECT d.item_id FROM item_docs d WHERE d.tsv @@ {QUERY}{cond} LIMIT ?"
     for t in terms:
         if t.prefix or t.gram or (t.text in STOPWORDS and not t.phrase):
+            continue
+        if where.empty and (cache or {}).get(f"pg:{ITEMS}:{COMMON_MIN_DOCS}:{t.text}", 0) > max_items:
             continue
         with index_scans(conn):
             ids = [r[0] for r in conn.execute(sql, (term_query(t), *where.params, max_items + 1))]

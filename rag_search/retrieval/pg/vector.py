@@ -1,7 +1,9 @@
 """Vector retrieval on the PostgreSQL store (pgvector): exact cosine KNN on small scopes; on large ones the
 nearest sign-bit codes by Hamming distance from an HNSW index, rescored by their float vectors in the same
 statement. Filters go inside the statement (pgvector 0.8's iterative index scan keeps looking until enough
-rows pass); when a selective filter still leaves too few, the KNN is exact over the rows that pass.
+rows pass); when a selective filter still leaves too few, the KNN is exact over the rows that pass. A filter of
+facets only comes listed as its chunk ids (pg/engine.py: PgSearchEngine._listed): the KNN is exact among them (a 2%
+tag at 1M chunks: 88 ms, where the filtered HNSW scan walked 611).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from rag_search.retrieval.filters import SqlFilter
+from rag_search.retrieval.pg.keyword import LISTED_CHUNKS
 from rag_search.retrieval.vector import EXACT_SCOPE_LIMIT
 from rag_search.store.pg.connection import vector_text
 from rag_search.store.pg.schema import bits_centre, bits_sql
@@ -44,7 +47,10 @@ def _where(collection_ids: tuple[int, ...], rest: SqlFilter) -> tuple[str, list[
     if collection_ids:
         parts.append("v.collection_id = ANY(?)")
         params.append(list(collection_ids))
-    if not rest.empty:
+    if rest.sql == LISTED_CHUNKS:  # the chunk ids passing the filter (pg/engine.py: _listed)
+        parts.append("v.chunk_id = ANY(?)")
+        params.extend(rest.params)
+    elif not rest.empty:
         joins = " JOIN chunks c ON c.id = v.chunk_id JOIN items i ON i.id = c.item_id"
         parts.append(rest.sql)
         params.extend(rest.params)

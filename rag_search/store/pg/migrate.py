@@ -1,7 +1,9 @@
 """`local-rag migrate-store`: copy a rag.db into an empty PostgreSQL store, vectors included (nothing re-embedded).
 
 Rows keep their ids, so item ids in links, names and the embedding cache stay valid. Everything lands in one
-transaction: a failure leaves the PostgreSQL store as it was. The rag.db is only read.
+transaction: a failure leaves the PostgreSQL store as it was. The rag.db is only read. The copy is analyzed at the end:
+the keyword side tells common words from rare ones by those statistics (retrieval/pg/word_stats.py), and counts
+every word's rows until autovacuum would have sampled it.
 """
 
 from __future__ import annotations
@@ -66,6 +68,8 @@ def migrate_store(db_path: Path | str, url: str, progress: Callable[[str], None]
             for table in IDENTITY:
                 conn.execute(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "
                              f"(SELECT COALESCE(max(id), 0) + 1 FROM {table}), false)")
+        _say(progress, "sampling the tables (ANALYZE)")
+        target.conn.execute("ANALYZE")  # the first searches get the planner's and the word statistics (pg/word_stats)
         report.seconds = round(time.perf_counter() - t0, 2)
         return report
     finally:
