@@ -107,7 +107,7 @@ class CommonWords(HeldInRam):
         if postings is None:
             return None
         t = self._tables[table]
-        rows = _and(postings) if anded else np.unique(np.concatenate([p for p, _ in postings]))
+        rows = _rows(postings, len(t.ids), anded)
         if not len(rows) or limit <= 0:
             return []
         norm = K1 * ((1 - B) + B * t.lengths[rows] / t.avgdl)
@@ -141,7 +141,7 @@ class CommonWords(HeldInRam):
         postings = self.held(table, terms)
         if postings is None:
             return None
-        return len(_and(postings)) if anded else len(np.unique(np.concatenate([p for p, _ in postings])))
+        return len(_rows(postings, len(self._tables[table].ids), anded))
 
     def _learn(self, terms: list[Term]) -> None:
         """The tokens the index makes of the terms' texts (the same stemming MATCH applies)."""
@@ -190,12 +190,15 @@ def _last_write(path: Any) -> float:
     return max(times, default=0.0)
 
 
-def _and(postings: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
-    rows = min((p for p, _ in postings), key=len)
+def _rows(postings: list[tuple[np.ndarray, np.ndarray]], n: int, anded: bool) -> np.ndarray:
+    """The positions holding every term (anded) or any, ascending: marks in an array of the table's rows (np.unique
+    of three 45k-row lists hashes them: 20 ms; this: ~0.3 ms)."""
+    if len(postings) == 1:
+        return postings[0][0]
+    marks = np.zeros(n, dtype=np.uint8 if len(postings) < 256 else np.uint16)
     for positions, _ in postings:
-        if positions is not rows:
-            rows = rows[np.isin(rows, positions, assume_unique=True)]
-    return rows
+        marks[positions] += 1  # a term's positions are distinct
+    return np.flatnonzero(marks == len(postings) if anded else marks)
 
 
 def _read(conn: Any, table: str, min_docs: int, budget: int) -> _Table:
