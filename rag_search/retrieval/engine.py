@@ -181,8 +181,7 @@ class SearchEngine:
         got = Retrieved()
         terms = keyword.parse_terms(request.query)
         self._ram = self.bit_matrix is not None and self.bit_matrix.ready(self._now)  # the bits in RAM serve it
-        self._held = self.common_words if self.common_words is not None and self.common_words.ready(self._now) \
-            else None
+        self._held = self._common_words_now()
         try:
             vector_side = request.mode == "semantic" or (request.mode == "hybrid" and self._reads(request.query, result))
             qvec = self._query_vector(request) if vector_side else None  # embedded beside the keyword side
@@ -206,6 +205,11 @@ class SearchEngine:
         for name, ids in got.chunk_rankings.items():
             got.item_rankings[name] = item_ranking(ids, got.item_of)[:limit]
         return got
+
+    def _common_words_now(self) -> CommonWords | None:
+        """The common words held in RAM, when they match the index now (a server's)."""
+        held = self.common_words
+        return held if held is not None and held.ready(self._now) else None
 
     def _beside_ok(self) -> bool:
         """The vector side may run on the second connection (a server's, once its bits are in RAM)."""
@@ -549,7 +553,7 @@ class SearchEngine:
 
     def _best_chunks(self, item_ids: list[int], terms, where: SqlFilter, result: SearchResult) -> dict[int, int]:
         expr = result.keyword_expression or keyword.match_expression(terms)
-        held = self.common_words if self.common_words is not None and self.common_words.ready(self._now) else None
+        held = self._common_words_now()
         return keyword.best_chunks(self.store.conn, item_ids, expr, where, probe=result.keyword_rare, terms=terms,
                                    df_cache=self._df_cache, corpus=result.corpus, held=held)
 

@@ -60,7 +60,7 @@ class SqlFilter:
     row_sql: str | None = None
     # When every condition is on the item (collections, source types, path): the same conditions (same params) over
     # `i` alone. An item-level ranking then checks each matching item by its own row, not by reading its chunks
-    # (a word in 3,400 of 10k items, one collection: 21 -> 8 ms).
+    # (a word in 3,400 of 10k items, one collection: 21 -> 2.5 ms).
     item_sql: str | None = None
 
     @property
