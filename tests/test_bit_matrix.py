@@ -296,3 +296,56 @@ def test_distances_in_blocks_and_halves_equal_the_plain_count(monkeypatch):
         want = sum(np.bitwise_count(cols[j] ^ q[j]).astype(np.uint16) for j in range(words))
         for rows in (slice(0, n), slice(n // 3, n), np.arange(0, n, 7)):
             assert np.array_equal(bits.distances(q, rows), want[rows]), (words, n, rows)
+
+
+@pytest.fixture
+def crowded(store, fake_embedder, monkeypatch):
+    """40 items of 8 near-identical chunks each: the nearest chunks crowd into few items, so the vector side widens."""
+    from rag_search.records import Chunk, Fingerprint, ItemRef
+    from rag_search.store.item_writer import ParsedItem, write_items
+
+    monkeypatch.setattr(vector, "EXACT_SCOPE_LIMIT", 10)
+    writes.ensure_collection(store, "notes")
+    rng = random.Random(11)
+    items = []
+    for n in range(40):
+        base = [rng.choice(WORDS) for _ in range(10)]
+        chunks = [Chunk(index=i, text=" ".join(base + [WORDS[i]]), title=f"item{n}") for i in range(8)]
+        ref = ItemRef("notes", f"item{n:02}.md", f"/data/notes/item{n:02}.md", "markdown")
+        items.append(ParsedItem(ref, Fingerprint(1, 1, "x"), f"item{n}", chunks))
+    write_items(store, fake_embedder, items)
+    return store
+
+
+def test_a_widened_vector_search_computes_distances_once_and_reads_each_vector_once(crowded, fake_embedder,
+                                                                                     monkeypatch):
+    """Widening (the nearest chunks hold too few items) reuses the first round's Hamming distances and sign scores
+    and reads only the float vectors it lacks; what it finds is what a search without that reuse finds."""
+    from rag_search.config import SearchSettings
+    from rag_search.retrieval import bit_matrix
+    from rag_search.store import vectors
+
+    settings = SearchSettings(candidates=12)
+    ram = SearchEngine(crowded, fake_embedder, settings, bits_in_ram=True)
+    fresh = SearchEngine(crowded, fake_embedder, settings, bits_in_ram=True)  # the same, each round from scratch
+    assert ram.bit_matrix.wait(60) and fresh.bit_matrix.wait(60)
+    nearest = fresh.bit_matrix.nearest
+    fresh.bit_matrix.nearest = lambda *a, memo=None, **kw: nearest(*a, **kw)
+    rounds, scans, scored, read = [], [], [], []
+    own = ram.bit_matrix.nearest
+    ram.bit_matrix.nearest = lambda *a, **kw: rounds.append(a[1]) or own(*a, **kw)
+    for name, log in (("distances", scans), ("sign_scores", scored)):
+        method = getattr(bit_matrix._Bits, name)
+        monkeypatch.setattr(bit_matrix._Bits, name, lambda self, q, rows, _m=method, _log=log: (
+            _log.append(len(range(rows.start, rows.stop)) if isinstance(rows, slice) else len(rows)),
+            _m(self, q, rows))[1])
+    by_row = vectors._by_cache_row
+    monkeypatch.setattr(vectors, "_by_cache_row", lambda conn, rows: read.extend(rows.values()) or by_row(conn, rows))
+    for query in ("zebra quokka wombat", "kube proxy router", "lentil bread"):
+        rounds.clear(), scans.clear(), scored.clear(), read.clear()
+        got = [h.key for h in ram.search(SearchRequest(query, mode="semantic", top_k=12)).hits]
+        assert len(rounds) >= 2 and rounds[1] > rounds[0], (query, rounds)  # it widened
+        assert scans == [320]  # the distances of every chunk, once
+        assert len(read) == len(set(read))  # no float vector read twice
+        assert sum(scored) <= 320  # no row's sign scored twice
+        assert got == [h.key for h in fresh.search(SearchRequest(query, mode="semantic", top_k=12)).hits], query

@@ -30,6 +30,7 @@ from rag_search.retrieval.held import HeldInRam
 # asymmetric step over 2,000-5,000 Hamming candidates 0.99).
 SHORTLIST = 16
 PARALLEL_ROWS = 200_000  # from this many rows, distances are computed in two halves at once
+PARALLEL_SIGNS = 2_000  # from this many shortlisted rows, their sign scores too
 BLOCK = 1 << 15  # rows per block of the distance computation (~300 KB of buffers)
 SHORTLIST_MAX = 10_000  # scoring 10k rows' signs costs ~4 ms; wider asks get Hamming order beyond k
 # +1/-1 for each bit of each byte value, least significant bit first (sqlite-vec's order)
@@ -111,6 +112,30 @@ class _Bits:
         return table[at].sum(axis=1, dtype=np.float32)
 
 
+class _SignScores:
+    """The query's sign scores of the rows scored so far, by position among the rows searched (BitMatrix.nearest's
+    memo for one query): a wider shortlist scores only its new rows. Rows are gathered in ascending order (in the
+    distance order they were scattered: 4,800 rows ~1.9 -> ~1.6 ms)."""
+
+    def __init__(self, n: int):
+        self.values = np.empty(n, dtype=np.float32)
+        self.done = np.zeros(n, dtype=bool)  # untouched pages of both cost nothing
+
+    def of(self, bits: _Bits, positions: np.ndarray, rows: np.ndarray | None, query: np.ndarray) -> np.ndarray:
+        need = np.sort(positions[~self.done[positions]])
+        if len(need):
+            at = need if rows is None else rows[need]
+            if len(at) >= PARALLEL_SIGNS:  # two halves at once (numpy lets go of the GIL): 4,800 rows ~1.8 -> ~0.9 ms
+                mid = len(at) // 2
+                upper = _pool().submit(bits.sign_scores, at[mid:], query)
+                self.values[need[:mid]] = bits.sign_scores(at[:mid], query)
+                self.values[need[mid:]] = upper.result()
+            else:
+                self.values[need] = bits.sign_scores(at, query)
+            self.done[need] = True
+        return self.values[positions]
+
+
 @dataclass
 class _Facts:
     """Per chunk (ascending id): its item, the rowid of its vector in embedding_cache (-1: not cached), its time
@@ -181,18 +206,44 @@ class BitMatrix(HeldInRam):
         return False
 
     def nearest(self, query_bits: bytes, k: int, collection_ids: tuple[int, ...] = (),
-                chunk_ids: np.ndarray | None = None, query: np.ndarray | None = None) -> list[tuple[int, int]]:
+                chunk_ids: np.ndarray | None = None, query: np.ndarray | None = None,
+                memo: dict | None = None) -> list[tuple[int, int]]:
         """(chunk id, Hamming distance) of the k nearest rows: among `chunk_ids` if given, else in the collections
         if given, else among all.
 
         With the float `query`, the SHORTLIST x k nearest by Hamming distance are ordered by the query's dot
         product with their signs (asymmetric: the query keeps its magnitudes) and the best k of those returned;
         else the k nearest by Hamming distance, nearest first.
+
+        memo: a dict kept for one query (its bits and vector): a wider call of the same query and scope (the engine
+        widening its candidates) reuses the distances and sign scores computed before instead of repeating them.
         """
         bits = self._bits
         assert bits is not None
-        q = np.frombuffer(query_bits, dtype=np.uint8).view(np.uint64)
         collection_ids = tuple(dict.fromkeys(collection_ids))  # a collection named twice is still searched once
+        key = (query_bits, collection_ids) if chunk_ids is None and memo is not None else None
+        if key is not None and key in memo:
+            rows, dist, signs = memo[key]
+        else:
+            rows, dist = self._distances(bits, query_bits, collection_ids, chunk_ids)
+            signs = _SignScores(len(dist))
+            if key is not None:
+                memo[key] = rows, dist, signs
+        wide = max(k, min(k * SHORTLIST, SHORTLIST_MAX)) if query is not None else k
+        part = _smallest(dist, wide)
+        order = part[np.lexsort((part, dist[part]))]  # nearest first; equal distance: the lower row first
+        picked = order if rows is None else rows[order]
+        if query is not None and len(picked) > k:
+            centred = query if bits.centre is None else query - bits.centre
+            best = np.argsort(-signs.of(bits, order, rows, centred), kind="stable")[:k]
+            picked, order = picked[best], order[best]
+        return list(zip(bits.ids[picked].tolist(), dist[order].tolist()))
+
+    @staticmethod
+    def _distances(bits: _Bits, query_bits: bytes, collection_ids: tuple[int, ...],
+                   chunk_ids: np.ndarray | None) -> tuple[np.ndarray | None, np.ndarray]:
+        """The rows searched (None: all of them, in order) and their Hamming distances to the query."""
+        q = np.frombuffer(query_bits, dtype=np.uint8).view(np.uint64)
         if chunk_ids is not None:
             rows = bits.rows_of(np.asarray(chunk_ids, dtype=np.int64))
             if collection_ids:
@@ -201,24 +252,14 @@ class BitMatrix(HeldInRam):
                     lo, hi = bits.ranges.get(c, (0, 0))
                     keep |= (rows >= lo) & (rows < hi)
                 rows = rows[keep]
-            dist = bits.distances(q, rows)
-        elif collection_ids:
+            return rows, bits.distances(q, rows)
+        if collection_ids:
             spans = [bits.ranges[c] for c in collection_ids if c in bits.ranges]
             rows = np.concatenate([np.arange(lo, hi) for lo, hi in spans]) if spans else np.zeros(0, dtype=np.int64)
             dist = np.concatenate([bits.distances(q, slice(lo, hi)) for lo, hi in spans]) if spans \
                 else np.zeros(0, dtype=np.uint16)
-        else:
-            rows = None
-            dist = bits.distances(q, slice(0, len(bits.ids)))
-        wide = max(k, min(k * SHORTLIST, SHORTLIST_MAX)) if query is not None else k
-        part = _smallest(dist, wide)
-        order = part[np.lexsort((part, dist[part]))]  # nearest first; equal distance: the lower row first
-        picked = order if rows is None else rows[order]
-        if query is not None and len(picked) > k:
-            centred = query if bits.centre is None else query - bits.centre
-            best = np.argsort(-bits.sign_scores(picked, centred), kind="stable")[:k]
-            picked, order = picked[best], order[best]
-        return [(int(bits.ids[r]), int(dist[j])) for r, j in zip(picked, order)]
+            return rows, dist
+        return None, bits.distances(q, slice(0, len(bits.ids)))
 
     def centre_of(self) -> np.ndarray | None:
         """The centre the matrix's signs were taken from (read with them)."""

@@ -399,8 +399,10 @@ class SearchEngine:
             result.timings_ms["embed_wait"] = _ms(t0)  # what the vector side waited for it
         t0 = time.perf_counter()
         depth = limit * CHUNK_DEPTH
+        memo: dict = {}  # what a wider round may reuse (the bits in RAM: distances, sign scores)
         while True:
-            rows, exact = self._knn(qvec, filters, coll_ids, depth, result.chunks_in_index, recorded[0], got.vectors)
+            rows, exact = self._knn(qvec, filters, coll_ids, depth, result.chunks_in_index, recorded[0], got.vectors,
+                                    memo)
             if len(rows) < depth or depth >= MAX_CHUNK_CANDIDATES:
                 break
             found = len(set(self._items_of([cid for cid, _ in rows]).values()))
@@ -415,18 +417,19 @@ class SearchEngine:
         result.timings_ms["vector"] = _ms(t0)
 
     def _knn(self, qvec, filters: Filters, coll_ids, limit: int, scope: int, eid: str | None = None,
-             vectors: dict | None = None) -> tuple[list[tuple[int, float]], bool]:
+             vectors: dict | None = None, memo: dict | None = None) -> tuple[list[tuple[int, float]], bool]:
         """(chunk id, distance) of the `limit` nearest chunks passing the filters, and whether the KNN was exact.
 
         eid: the embedder id the index records (its embedding cache holds the float vectors for rescoring);
-        vectors: where the float vectors read for rescoring are kept (the reranker reads some of them again)."""
+        vectors: where the float vectors read for rescoring are kept (the reranker reads some of them again; a
+        wider round reads only those it lacks); memo: kept by the caller for one query (BitMatrix.nearest's)."""
         conn = self._vconn
         rest = build_where(filters.without_collections())
         in_ram = self._ram if self._ram is not None else self.bit_matrix is not None and self.bit_matrix.ready()
         vplan = vector.plan(qvec, limit, scope, coll_ids, NO_FILTER, overfetch=1 if rest.empty else OVERFETCH,
                             exact_limit=min(RAM_EXACT_LIMIT, vector.EXACT_SCOPE_LIMIT) if in_ram else None)
         if not vplan.exact and in_ram:
-            return self._knn_bits(qvec, rest, coll_ids, limit, vplan.k, eid, scope, vectors, filters), False
+            return self._knn_bits(qvec, rest, coll_ids, limit, vplan.k, eid, scope, vectors, filters, memo), False
         rows = vector.run(conn, qvec, vplan, vplan.k if not rest.empty else limit, eid)
         if not rest.empty:
             ok = passing(conn, [cid for cid, _ in rows], rest)
@@ -446,7 +449,8 @@ class SearchEngine:
         return rows[:limit], vplan.exact
 
     def _knn_bits(self, qvec, rest: SqlFilter, coll_ids, limit: int, k: int, eid: str | None,
-                  scope: int, vectors: dict | None = None, filters: Filters | None = None) -> list[tuple[int, float]]:
+                  scope: int, vectors: dict | None = None, filters: Filters | None = None,
+                  memo: dict | None = None) -> list[tuple[int, float]]:
         """Binary candidates from the sign bits in RAM (any k costs the same), rescored. A filter is tried on the
         unfiltered nearest first; when too few of those pass (a selective filter), on the filter's own chunks.
         A filter of dates only is tested on the chunks' times held with the bits."""
@@ -462,14 +466,14 @@ class SearchEngine:
         if scope >= RAM_RESCORE_WIDE_FROM:
             k *= RAM_RESCORE_FACTOR
         if rest.empty:
-            return rescore(bits.nearest(qbits, k, coll_ids, query=rqvec))
+            return rescore(bits.nearest(qbits, k, coll_ids, query=rqvec, memo=memo))
         if rest.ids_sql is not None:  # facet-only (tags, metadata): listing a few of its chunks costs ~0.3 us each
             ids = [r[0] for r in conn.execute(f"{rest.ids_sql} LIMIT ?", (*rest.params, FACET_IDS_MAX + 1))]
             if len(ids) <= FACET_IDS_MAX:
                 return rescore(bits.nearest(qbits, k, coll_ids, chunk_ids=np.array(ids, dtype=np.int64), query=rqvec))
         wide = k * OVERFETCH
         for _ in range(2):
-            near = bits.nearest(qbits, wide, coll_ids, query=rqvec)
+            near = bits.nearest(qbits, wide, coll_ids, query=rqvec, memo=memo)
             ids = [cid for cid, _ in near]
             ok = dates.passing(ids) if dates else passing(conn, ids, rest)
             kept = [r for r in near if r[0] in ok]

@@ -91,12 +91,18 @@ def rescore(conn: Any, query: np.ndarray, rows: list, limit: int, embedder_id: s
     """Binary candidates re-ranked by their float vectors' cosine distance (around the index's centre if it records
     one), at most `limit`.
 
-    cache_rows: see fetch_vectors; keep: a dict the vectors read are added to; centre: the index's, when the caller
-    has it."""
+    cache_rows: see fetch_vectors; keep: a dict of vectors read already (only the others are read) that those read
+    are added to; centre: the index's, when the caller has it."""
     centre = bits_centre(conn) if centre is READ else centre
-    candidates = fetch_vectors(conn, [cid for cid, _ in rows], embedder_id, cache_rows)
-    if keep is not None:
-        keep.update(candidates)
+    kept = keep or {}
+    candidates = {cid: kept[cid] for cid, _ in rows if cid in kept}
+    missing = [cid for cid, _ in rows if cid not in candidates]
+    if missing:
+        wanted = {c: r for c, r in cache_rows.items() if c not in candidates} if cache_rows else cache_rows
+        read = fetch_vectors(conn, missing, embedder_id, wanted)
+        candidates.update(read)
+        if keep is not None:
+            keep.update(read)
     if not candidates:
         return []
     ids = sorted(candidates)
