@@ -11,8 +11,8 @@ unfiltered AND or OR of held single words is then scored in numpy with the state
 statement run without a row budget, ids and scores equal. Where more than ROW_BUDGET rows match, that is a better
 ranking than the statement's, which scored the first 2,000 the index gave.
 
-Held: the words in more than a fifth of COMMON_MIN_DOCS rows (ts_stat), most common first, up to POSTINGS_MAX rows per
-table, stopwords left to the statements. Valid for one index state (store.generation()): read in a background thread
+Held: the words in more than FLOOR_ROWS rows (ts_stat), most common first, up to POSTINGS_MAX rows per table, stopwords
+left to the statements. Valid for one index state (store.generation()): read in a background thread
 on its own connection in one snapshot (at 100k chunks ~20 s), and after a write searches go to the statements until
 it is read again, once the generation has not moved for REREAD_QUIET_S.
 """
@@ -27,12 +27,14 @@ from typing import Any
 import numpy as np
 
 from rag_search.retrieval.held import HeldInRam
-from rag_search.retrieval.keyword import COMMON_MIN_DOCS, STOPWORDS, Term
+from rag_search.retrieval.keyword import STOPWORDS, Term
 from rag_search.retrieval.pg import word_stats
 from rag_search.retrieval.pg.keyword import CHUNKS, DETOASTED, ITEMS, K1, _ID, norm_sql, tf_sql
 
 POSTINGS_MAX = 6_000_000  # word-rows held per table at most (8 bytes each)
-FLOOR_SHARE = 5  # held: words in more than COMMON_MIN_DOCS / FLOOR_SHARE rows (a query's kept rarer words too)
+# held: words in more than FLOOR_ROWS rows, most common first while the budget lasts (a statement ranking a rarer word
+# reads at most that many tsvectors, ~1 ms; rag.db holds only words over 1,000 rows: FTS5 reads rare words' doclists)
+FLOOR_ROWS = 50
 REREAD_QUIET_S = 30.0  # after a write, re-read once the generation has stood still this long (the first read: at once)
 MAX_POSITIONS = 256  # a tsvector keeps at most this many positions of a lexeme
 _TF_SQL = ("SELECT n, " + tf_sql("('a:' || array_to_string(ARRAY(SELECT generate_series(1, n)), ','))::tsvector",
@@ -55,7 +57,7 @@ class PgCommonWords(HeldInRam):
     thread_name = "pg-common-words"
 
     def __init__(self, store: Any, min_docs: int | None = None, budget: int | None = None):
-        """min_docs, budget: the words held (None: COMMON_MIN_DOCS / FLOOR_SHARE and POSTINGS_MAX when read)."""
+        """min_docs, budget: the words held (None: FLOOR_ROWS and POSTINGS_MAX)."""
         super().__init__(store)
         self.min_docs, self.budget = min_docs, budget
         self._tables: dict[str, _Table] | None = None
@@ -159,7 +161,7 @@ class PgCommonWords(HeldInRam):
             try:
                 with conn.raw.transaction():  # one snapshot of both tables
                     conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-                    floor = COMMON_MIN_DOCS // FLOOR_SHARE if self.min_docs is None else self.min_docs
+                    floor = FLOOR_ROWS if self.min_docs is None else self.min_docs
                     budget = POSTINGS_MAX if self.budget is None else self.budget
                     tables = {table: _read(conn, table, floor, budget) for table in (CHUNKS, ITEMS)}
             finally:
