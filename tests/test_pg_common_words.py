@@ -72,7 +72,8 @@ def statements(monkeypatch):
     return seen
 
 
-QUERIES = ["alpha", "beta", "alpha beta", "beta gamma", "gamma delta", "alpha beta gamma delta", "delta"]
+QUERIES = ["alpha", "beta", "alpha beta", "beta gamma", "gamma delta", "alpha beta gamma delta", "delta",
+           "rare beta", '"alpha beta" gamma', "report delta"]  # rare, a phrase: read by a statement (_fetch)
 
 
 @pytest.mark.parametrize("table", [pg_keyword.CHUNKS, pg_keyword.ITEMS])
@@ -110,13 +111,28 @@ def test_a_new_word_is_counted_from_ram(store, fake_embedder, scaled, statements
     assert not [s for s in statements if COUNTING in s]
 
 
-def test_filtered_and_unheld_searches_go_to_the_statements(store, fake_embedder, scaled, statements):
+def test_filtered_searches_go_to_the_statements(store, fake_embedder, scaled, statements):
     engine = _server(store, fake_embedder)
     statements.clear()
     engine.search(SearchRequest("alpha beta", mode="keyword", filters=Filters(tags=("t1",))))
     assert sum(RANKING in s for s in statements) >= 2  # chunks and items (AND, then OR), among the tag's rows
+
+
+def test_a_rare_word_beside_held_ones_is_read_once_not_ranked_by_statement(store, fake_embedder, scaled,
+                                                                          statements, monkeypatch):
+    from rag_search.retrieval.pg import common_words
+
+    engine = _server(store, fake_embedder)
     statements.clear()
     engine.search(SearchRequest("rare beta", mode="keyword"))  # "rare" is in one row: not held
+    assert not [s for s in statements if RANKING in s]
+    assert sum(s.startswith("SELECT r.id,") or s.startswith("SELECT r.item_id,") for s in statements) == 2
+    statements.clear()
+    engine.search(SearchRequest("rare beta", mode="keyword"))  # its rows are kept while the index is unchanged
+    assert not [s for s in statements if RANKING in s or "SELECT r." in s]
+    monkeypatch.setattr(common_words, "FETCH_ROWS", 0)  # in more rows than a statement should read: ranked by one
+    statements.clear()
+    engine.search(SearchRequest("rare gamma", mode="keyword"))
     assert sum(RANKING in s for s in statements) == 2
 
 

@@ -261,7 +261,7 @@ def _ranked(conn: Any, terms: list[Term], joiner: str, where: SqlFilter, table: 
     run.expression = expression(terms, joiner)
     idfs = [idf(n_total, counted[t]) for t in terms]
     if held is not None and where.empty:
-        rows = held.rank(conn, table, terms, joiner == " & ", limit, idfs, avg_size(conn, table, cache))
+        rows = held.rank(conn, table, terms, joiner == " & ", limit, idfs, avg_size(conn, table, cache), counted)
         if rows is not None:
             return rows
     parts = [run.expression]
