@@ -106,4 +106,4 @@ class PgSearchEngine(SearchEngine):
 
     def _best_chunks(self, item_ids: list[int], terms, where: SqlFilter, result: SearchResult) -> dict[int, int]:
         expr = result.keyword_expression or pg_keyword.expression(terms)
-        return pg_keyword.best_chunks(self.store.conn, item_ids, expr, where)
+        return pg_keyword.best_chunks(self.store.conn, item_ids, expr, where, common=not result.keyword_rare)

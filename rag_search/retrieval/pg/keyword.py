@@ -306,14 +306,20 @@ def exact_items(conn: Any, terms: list[Term], where: SqlFilter, max_items: int,
     return out
 
 
-def best_chunks(conn: Any, item_ids: list[int], expr: str | None, where: SqlFilter) -> dict[int, int]:
-    """Per item, its chunk that best matches the expression, else its first chunk passing the filters."""
+def best_chunks(conn: Any, item_ids: list[int], expr: str | None, where: SqlFilter, common: bool = False
+                ) -> dict[int, int]:
+    """Per item, its chunk that best matches the expression, else its first chunk passing the filters. common: the
+    expression holds a common word; then the items' chunks are read and tested one by one, not through the GIN index
+    (which builds the word's whole bitmap to AND it with the items': 52k rows at 1M chunks, 77 ms for 10 items
+    whose ~100 chunks are tested in under 1 ms)."""
     cond = "" if where.empty else f" AND {where.for_rows}"
     out: dict[int, int] = {}
     if expr:
+        source = "(SELECT * FROM chunks WHERE item_id = ANY(?) OFFSET 0) c" if common else "chunks c"
+        own = "" if common else "c.item_id = ANY(?) AND "
         rows = conn.execute(
-            f"SELECT DISTINCT ON (c.item_id) c.item_id, c.id FROM {QUERY} q, chunks c JOIN items i ON i.id = c.item_id "
-            f"WHERE c.item_id = ANY(?) AND c.tsv @@ q{cond} "
+            f"SELECT DISTINCT ON (c.item_id) c.item_id, c.id FROM {QUERY} q, {source} JOIN items i ON i.id = c.item_id "
+            f"WHERE {own}c.tsv @@ q{cond} "
             f"ORDER BY c.item_id, ts_rank({WEIGHTS}, c.tsv, q, 1) DESC, c.id", (expr, list(item_ids), *where.params))
         out.update(dict(rows.fetchall()))
     rest = [i for i in item_ids if i not in out]
