@@ -126,7 +126,7 @@ def test_a_rare_word_beside_held_ones_is_read_once_not_ranked_by_statement(store
     statements.clear()
     engine.search(SearchRequest("rare beta", mode="keyword"))  # "rare" is in one row: not held
     assert not [s for s in statements if RANKING in s]
-    assert sum(s.startswith("SELECT r.id,") or s.startswith("SELECT r.item_id,") for s in statements) == 2
+    assert sum(s.startswith(("SELECT r.id,", "SELECT r.item_id,")) for s in statements) == 2
     statements.clear()
     engine.search(SearchRequest("rare beta", mode="keyword"))  # its rows are kept while the index is unchanged
     assert not [s for s in statements if RANKING in s or "SELECT r." in s]

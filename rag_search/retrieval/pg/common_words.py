@@ -12,14 +12,14 @@ statement run without a row budget, ids and scores equal. Where more than ROW_BU
 ranking than the statement's, which scored the first 2,000 the index gave.
 
 Held: the words in more than FLOOR_ROWS rows (ts_stat), most common first, up to POSTINGS_MAX rows per table, stopwords
-left to the statements. Valid for one index state (store.generation()): read in a background thread
-on its own connection in one snapshot (at 100k chunks ~20 s), and after a write searches go to the statements until
-it is read again, once the generation has not moved for REREAD_QUIET_S.
+left to the statements; a term in at most FETCH_ROWS rows ranked beside held words has its rows read by one statement.
+Valid for one index state (store.generation()): read in a background thread on its own connection in one snapshot
+(100k chunks: 26-30 s, 81 MB; 1M: 140 s, 104 MB), and after a write searches go to the statements until it is read
+again, once the generation has not moved for REREAD_QUIET_S.
 """
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,8 +29,18 @@ import numpy as np
 from rag_search.retrieval.held import HeldInRam
 from rag_search.retrieval.keyword import STOPWORDS, Term
 from rag_search.retrieval.pg import word_stats
-from rag_search.retrieval.pg.keyword import (CHUNKS, DETOASTED, ITEMS, K1, QUERY, _ID, index_scans, norm_sql,
-                                             term_query, tf_sql)
+from rag_search.retrieval.pg.keyword import (
+    _ID,
+    CHUNKS,
+    DETOASTED,
+    ITEMS,
+    K1,
+    QUERY,
+    index_scans,
+    norm_sql,
+    term_query,
+    tf_sql,
+)
 
 POSTINGS_MAX = 6_000_000  # word-rows held per table at most (8 bytes each)
 # held: words in more than FLOOR_ROWS rows, most common first while the budget lasts (a statement ranking a rarer word

@@ -6,13 +6,13 @@ from __future__ import annotations
 import math
 import threading
 
-from rag_search.retrieval.pg import keyword as pg_keyword
-from rag_search.retrieval.pg.common_words import PgCommonWords
-from rag_search.retrieval.pg import vector as pg_vector
 from rag_search.retrieval.engine import FACET_IDS_MAX, SearchEngine, SearchResult
 from rag_search.retrieval.filters import Filters, SqlFilter, build_where
-from rag_search.retrieval.parallel import SecondConnection
 from rag_search.retrieval.keyword import KeywordRun, Term
+from rag_search.retrieval.parallel import SecondConnection
+from rag_search.retrieval.pg import keyword as pg_keyword
+from rag_search.retrieval.pg import vector as pg_vector
+from rag_search.retrieval.pg.common_words import PgCommonWords
 from rag_search.retrieval.rerank import _stem, query_words
 
 

@@ -16,7 +16,9 @@ Ranking reads each matching row's tsvector (an item's is ~10 kB, compressed out 
 most ROW_BUDGET rows are ranked: candidates are taken from the GIN index in a cheap order of likely relevance
 (rows holding every term, then rows of each term from the rarest up) and only they are scored. Where fewer rows
 match, every one is ranked (the same hits as an unbounded ranking). Statements run with sequential scans off:
-the planner does not count the cost of reading those tsvectors, and picks a scan that reads them all.
+the planner does not count the cost of reading those tsvectors, and picks a scan that reads them all. A server holds
+the index's common words in RAM (pg/common_words.py, `held`): an unfiltered expression of them is counted and ranked
+there, over every row it matches.
 """
 
 from __future__ import annotations
