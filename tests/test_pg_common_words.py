@@ -156,3 +156,21 @@ def test_after_a_write_the_statements_answer_until_the_words_are_read_again(post
         statements.clear()
         engine.search(SearchRequest("alpha beta", mode="keyword"))
         assert not [s for s in statements if RANKING in s]
+
+
+def test_a_failed_read_is_not_tried_again_by_every_search(store, fake_embedder, monkeypatch):
+    from rag_search.retrieval.pg import common_words
+
+    calls = []
+
+    def failing(*args):
+        calls.append(1)
+        raise RuntimeError("the server went away")
+
+    monkeypatch.setattr(common_words, "_read", failing)
+    engine = search_engine(store, fake_embedder, bits_in_ram=True)
+    common = engine.common_words
+    assert not common.wait(1)  # the first read failed; searches go to the statements
+    for _ in range(5):
+        assert engine.search(SearchRequest("alpha beta", mode="keyword")).hits
+    assert len(calls) == 1 and common.reads == 0

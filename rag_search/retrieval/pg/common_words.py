@@ -83,6 +83,7 @@ class PgCommonWords(HeldInRam):
         self._seen: tuple[int, int] | None = None  # the last generation a search saw, and since when
         self._seen_at = 0.0
         self.reads = 0  # completed reads (tests count them)
+        self._failed_at = -REREAD_QUIET_S  # a failed read is tried again only after `quiet` seconds
 
     def stamp(self) -> tuple[int, int]:
         return self.store.generation(), 0
@@ -97,6 +98,8 @@ class PgCommonWords(HeldInRam):
         if stamp != self._seen:
             self._seen, self._seen_at = stamp, now
         if self._tables is not None and self.quiet > 0 and now - self._seen_at < self.quiet:
+            return False
+        if now - self._failed_at < self.quiet:
             return False
         self._start(stamp)
         return False
@@ -206,8 +209,8 @@ class PgCommonWords(HeldInRam):
                 if not getattr(self.store, "closed", False) and self.stamp() == stamp:  # nothing written meanwhile
                     self._tables, self._stamp = tables, stamp
                     self.reads += 1
-        except Exception:  # the server is busy or gone: the statements keep answering
-            pass
+        except Exception:  # the server is busy or gone: the statements keep answering, a read is tried again later
+            self._failed_at = time.monotonic()
         finally:
             with self._lock:
                 self._loading = False
