@@ -73,7 +73,8 @@ def statements(monkeypatch):
 
 
 QUERIES = ["alpha", "beta", "alpha beta", "beta gamma", "gamma delta", "alpha beta gamma delta", "delta",
-           "rare beta", '"alpha beta" gamma', "report delta"]  # rare, a phrase: read by a statement (_fetch)
+           "rare beta", '"alpha beta" gamma', "report delta", "delta nowhere", "nowhere"]  # rare, a phrase, a word
+# in no row: read by a statement (_fetch)
 
 
 @pytest.mark.parametrize("table", [pg_keyword.CHUNKS, pg_keyword.ITEMS])

@@ -168,8 +168,10 @@ class PgCommonWords(HeldInRam):
         norm = self._norms(conn, t, avgdl)[rows]
         score = None
         for w, (positions, counts) in zip(idfs, postings):  # the statement's sum, term by term, in its order
-            at = np.searchsorted(positions, rows).clip(0, len(positions) - 1)
-            x = np.where(positions[at] == rows, counts[at], 0.0).astype(np.float64)
+            x = np.zeros(len(rows))  # a term in no row (read by _fetch) counts 0 in each, as in the statement
+            if len(positions):
+                at = np.searchsorted(positions, rows).clip(0, len(positions) - 1)
+                x = np.where(positions[at] == rows, counts[at], 0.0).astype(np.float64)
             part = float(f"{w:.6f}") * x * float(f"{K1 + 1}") / (x + norm)
             score = part if score is None else score + part
         score = -score
