@@ -58,6 +58,14 @@ def timed(orig):
     return execute
 
 
+def held_words(engine) -> str:
+    """Waits for a server engine's common words in RAM (pg/common_words.py; none in code from before them)."""
+    common, t0 = getattr(engine, "common_words", None), time.perf_counter()
+    if common is None or not common.wait():
+        return "no common words in RAM"
+    return f"common words read into RAM in {time.perf_counter() - t0:.1f} s ({common.size()})"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--url", required=True)
@@ -70,6 +78,7 @@ def main() -> None:
     _, held_out = real_embeddings(OUT)
     store = open_store(args.url.rsplit("/", 1)[0] + f"/bench_synthetic_{args.size}")
     engine = search_engine(store, SyntheticQueryEmbedder(held_out), bits_in_ram=True)
+    print(held_words(engine))
     qs = queries(args.queries)
     for q in qs[:20]:
         engine.search(SearchRequest(q))

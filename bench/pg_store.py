@@ -34,6 +34,7 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 
 import postgres_server  # noqa: E402
 from postgres_server import fresh_database, start_server, stop_server  # noqa: E402
+from pg_statements import held_words  # noqa: E402
 from query_latency import (OUT, SyntheticQueryEmbedder, describe, load, open_db, queries,  # noqa: E402
                            real_embeddings, run, same_hits)
 
@@ -100,6 +101,8 @@ def latency(url: str, sizes: list[int], n_queries: int, repeats: int, hits: str 
         # PostgreSQL as `local-rag serve` runs it (long-running: its second connection works beside the first)
         engines = {"rag.db": SearchEngine(sqlite, embedder), "postgres": search_engine(pg, embedder, bits_in_ram=True)}
         engines = {name: e for name, e in engines.items() if name in ENGINES}
+        if "postgres" in engines:
+            print(f"  PostgreSQL: {held_words(engines['postgres'])}; {load()}", flush=True)
         print(f"\n{n:,} chunks: {n_queries} queries x {repeats} repeats (median of per-repeat percentiles), warm; "
               f"PostgreSQL binary+rescore recall@10 vs exact KNN {recall(pg, held_out[:50]):.3f}; {load()}")
         print("| case | " + " | ".join(f"{e} p50 | {e} p95 | {e} 1st p95" for e in engines) + " |\n|---|"

@@ -6,12 +6,13 @@ from __future__ import annotations
 import math
 import threading
 
-from rag_search.retrieval.pg import keyword as pg_keyword
-from rag_search.retrieval.pg import vector as pg_vector
 from rag_search.retrieval.engine import FACET_IDS_MAX, SearchEngine, SearchResult
 from rag_search.retrieval.filters import Filters, SqlFilter, build_where
-from rag_search.retrieval.parallel import SecondConnection
 from rag_search.retrieval.keyword import KeywordRun, Term
+from rag_search.retrieval.parallel import SecondConnection
+from rag_search.retrieval.pg import keyword as pg_keyword
+from rag_search.retrieval.pg import vector as pg_vector
+from rag_search.retrieval.pg.common_words import PgCommonWords
 from rag_search.retrieval.rerank import _stem, query_words
 
 
@@ -21,9 +22,11 @@ class PgSearchEngine(SearchEngine):
 
     def __init__(self, store, embedder, settings=None, reranker=None, long_running: bool = False):
         """long_running (a server): a second connection runs the vector side beside the keyword side, and in
-        keyword-only searches the whole-item ranking beside the chunks' (retrieval/parallel.py)."""
+        keyword-only searches the whole-item ranking beside the chunks' (retrieval/parallel.py); the index's most
+        common words are held in RAM (pg/common_words.py)."""
         super().__init__(store, embedder, settings, reranker, bits_in_ram=False)
         self.second = SecondConnection(store) if long_running else None
+        self.common_words = PgCommonWords(store) if long_running else None
         self._listing: tuple[tuple, SqlFilter] | None = None  # (index state and filter, listed): _listed's
         self._listing_lock = threading.Lock()  # both sides of a hybrid search ask for it at once
 
@@ -52,11 +55,12 @@ class PgSearchEngine(SearchEngine):
     def _items_beside(self, terms, where: SqlFilter, limit: int, n_items: int, hybrid: bool):
         if hybrid or not self._beside_ok():  # hybrid: the vector side has the second connection
             return None
-        where = self._listed(where)
+        where, held = self._listed(where), self._held
 
         def rank(conn):
             with pg_keyword.index_scans(conn):
-                return pg_keyword.search(conn, terms, where, limit, n_items, self._df_cache, pg_keyword.ITEMS)
+                return pg_keyword.search(conn, terms, where, limit, n_items, self._df_cache, pg_keyword.ITEMS,
+                                         held=held)
 
         return self.second.submit(rank)
 
@@ -72,12 +76,12 @@ class PgSearchEngine(SearchEngine):
     def _keyword_chunks(self, terms, where: SqlFilter, limit: int, n_total: int, hybrid: bool,
                         corpus=None) -> KeywordRun:
         return pg_keyword.search(self.store.conn, terms, self._listed(where), limit, n_total, self._df_cache,
-                                 pg_keyword.CHUNKS, may_skip=hybrid)
+                                 pg_keyword.CHUNKS, may_skip=hybrid, held=self._held)
 
     def _keyword_items(self, terms, where: SqlFilter, limit: int, n_items: int, hybrid: bool,
                        corpus=None) -> KeywordRun:
         return pg_keyword.search(self.store.conn, terms, self._listed(where), limit, n_items,
-                                 self._df_cache, pg_keyword.ITEMS, may_skip=hybrid)
+                                 self._df_cache, pg_keyword.ITEMS, may_skip=hybrid, held=self._held)
 
     def item_df(self, term: Term) -> int:
         return pg_keyword.df(self.store.conn, term, self._df_cache, pg_keyword.ITEMS)
@@ -102,4 +106,4 @@ class PgSearchEngine(SearchEngine):
 
     def _best_chunks(self, item_ids: list[int], terms, where: SqlFilter, result: SearchResult) -> dict[int, int]:
         expr = result.keyword_expression or pg_keyword.expression(terms)
-        return pg_keyword.best_chunks(self.store.conn, item_ids, expr, where)
+        return pg_keyword.best_chunks(self.store.conn, item_ids, expr, where, common=not result.keyword_rare)
