@@ -402,7 +402,7 @@ class SearchEngine:
         memo: dict = {}  # what a wider round may reuse (the bits in RAM: distances, sign scores)
         while True:
             rows, exact = self._knn(qvec, filters, coll_ids, depth, result.chunks_in_index, recorded[0], got.vectors,
-                                    memo)
+                                    memo=memo)
             if len(rows) < depth or depth >= MAX_CHUNK_CANDIDATES:
                 break
             found = len(set(self._items_of([cid for cid, _ in rows]).values()))

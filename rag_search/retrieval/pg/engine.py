@@ -91,7 +91,8 @@ class PgSearchEngine(SearchEngine):
                                       self.settings.exact_max_items, self._df_cache)
 
     def _knn(self, qvec, filters: Filters, coll_ids, limit: int, scope: int, eid: str | None = None,
-             vectors: dict | None = None) -> tuple[list[tuple[int, float]], bool]:
+             vectors: dict | None = None, memo: dict | None = None) -> tuple[list[tuple[int, float]], bool]:
+        """pgvector's KNN (memo: the bits in RAM's, nothing here to reuse)."""
         rest = build_where(filters.without_collections())
         listed = self._listed(rest, conn=self._vconn)
         if listed is not rest:  # exact among the listed chunks (pgvector's filtered HNSW scan would walk far)
