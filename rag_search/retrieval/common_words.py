@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from rag_search.retrieval import keyword
-from rag_search.retrieval.held import HeldInRam
+from rag_search.retrieval.held import HeldInRam, words_held
 from rag_search.retrieval.keyword import CHUNKS, ITEMS, STOPWORDS, WEIGHTS, Term
 
 POSTINGS_MAX = 6_000_000  # word-rows held per table at most (8 bytes each)
@@ -78,12 +78,7 @@ class CommonWords(HeldInRam):
 
     def size(self) -> str:
         """What is held: words and rows per table, and the bytes."""
-        tables = self._tables or {}
-        parts = [f"{name}: {len(t.words)} words, {sum(len(p) for p, _ in t.words.values()):,} rows"
-                 for name, t in tables.items()]
-        nbytes = sum(p.nbytes + c.nbytes for t in tables.values() for p, c in t.words.values()) + \
-            sum(t.ids.nbytes + t.lengths.nbytes for t in tables.values())
-        return "; ".join(parts) + f"; {nbytes / 2**20:.0f} MB"
+        return words_held(self._tables or {}, "lengths")
 
     def held(self, table: str, terms: list[Term]) -> list[tuple[np.ndarray, np.ndarray]] | None:
         """Each term's (positions, weighted counts), or None when one of them is not a held single word."""

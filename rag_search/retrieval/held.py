@@ -48,3 +48,13 @@ class HeldInRam:
                     return True
             time.sleep(0.05)
         return False
+
+
+def words_held(tables: dict[str, Any], per_row: str) -> str:
+    """A held words' tables as a line (bench output): words and rows per table, and the bytes. Each table has
+    `words` (word -> (positions, counts)), `ids` and the per-row array named `per_row`."""
+    parts = [f"{name}: {len(t.words)} words, {sum(len(p) for p, _ in t.words.values()):,} rows"
+             for name, t in tables.items()]
+    nbytes = sum(p.nbytes + c.nbytes for t in tables.values() for p, c in t.words.values()) + \
+        sum(t.ids.nbytes + getattr(t, per_row).nbytes for t in tables.values())
+    return "; ".join(parts) + f"; {nbytes / 2**20:.0f} MB"

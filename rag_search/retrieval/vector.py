@@ -98,7 +98,8 @@ def rescore(conn: Any, query: np.ndarray, rows: list, limit: int, embedder_id: s
     candidates = {cid: kept[cid] for cid, _ in rows if cid in kept}
     missing = [cid for cid, _ in rows if cid not in candidates]
     if missing:
-        wanted = {c: r for c, r in cache_rows.items() if c not in candidates} if cache_rows else cache_rows
+        wanted = {c: r for c, r in cache_rows.items() if c not in candidates} if cache_rows and candidates \
+            else cache_rows
         read = fetch_vectors(conn, missing, embedder_id, wanted)
         candidates.update(read)
         if keep is not None:

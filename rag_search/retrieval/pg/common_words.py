@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from rag_search.retrieval.held import HeldInRam
+from rag_search.retrieval.held import HeldInRam, words_held
 from rag_search.retrieval.keyword import STOPWORDS, Term
 from rag_search.retrieval.pg import word_stats
 from rag_search.retrieval.pg.keyword import (
@@ -106,12 +106,7 @@ class PgCommonWords(HeldInRam):
 
     def size(self) -> str:
         """What is held: words and rows per table, and the bytes."""
-        tables = self._tables or {}
-        parts = [f"{name}: {len(t.words)} words, {sum(len(p) for p, _ in t.words.values()):,} rows"
-                 for name, t in tables.items()]
-        nbytes = sum(p.nbytes + x.nbytes for t in tables.values() for p, x in t.words.values()) + \
-            sum(t.ids.nbytes + t.sizes.nbytes for t in tables.values())
-        return "; ".join(parts) + f"; {nbytes / 2**20:.0f} MB"
+        return words_held(self._tables or {}, "sizes")
 
     def held(self, conn: Any, table: str, terms: list[Term], rows: dict[Term, int] | None = None
              ) -> list[tuple[np.ndarray, np.ndarray]] | None:
