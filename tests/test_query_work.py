@@ -186,6 +186,27 @@ def test_the_server_paths_shortcuts_return_what_the_plain_paths_return(index, se
                 [(h.chunk_id, h.score, h.snippet) for h in slow.hits], (case, query)
 
 
+def test_a_hybrid_search_reads_each_chunks_text_once(server):
+    """The reranker reads its candidates' chunk rows and the hits reuse them (retrieval/chunk_rows.py): no chunk's
+    text is read twice in one search. The hits used to read their chunks again, ~30 rows a search."""
+    import json
+    import re
+
+    listed = re.compile(r"json_each\('(\[[^']*\])'\)")
+    reads_text = re.compile(r"^SELECT (c\.)?id, .*\btext\b.* FROM chunks", re.S)
+    statements: list[str] = []
+    server.store.conn.set_trace_callback(statements.append)
+    try:
+        for query in QUERIES:
+            for filters in (Filters(), Filters(tags=("t3",))):
+                del statements[:]
+                assert server.search(SearchRequest(query, mode="hybrid", filters=filters)).hits
+                ids = [i for s in statements if reads_text.match(s) for i in json.loads(listed.search(s).group(1))]
+                assert ids and len(ids) == len(set(ids)), (query, filters, sorted(ids))
+    finally:
+        server.store.conn.set_trace_callback(None)
+
+
 # A person with a key, who sees two of the three collections: word statistics over those (retrieval/corpus.py).
 # Measured 2026-11-29 with the budgets' method; rescoring a common phrase's rows with a plain `rowid IN` opened one
 # FTS5 cursor per row, each counting the phrase's rows again for bm25() (a person's page search: 14 s at p95 at

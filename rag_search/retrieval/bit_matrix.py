@@ -187,6 +187,17 @@ class DateTest:
         """The ids of every chunk that passes."""
         return self.facts.ids[self._mask(self.facts.ts)]
 
+    def rows(self) -> dict[str, np.ndarray]:
+        """Per FTS5 table, whether each rowid passes (a flag indexed by rowid; a rowid past the end does not):
+        chunks (chunks_fts), and items with a chunk that passes (items_fts: keyword.keyword_sql's EXISTS)."""
+        ok = self._mask(self.facts.ts)
+        out = {}
+        for table, ids in (("chunks_fts", self.facts.ids), ("items_fts", self.facts.items)):
+            flags = np.zeros(int(ids.max(initial=-1)) + 1, dtype=bool)
+            flags[ids[ok]] = True
+            out[table] = flags
+        return out
+
 
 class BitMatrix(HeldInRam):
     thread_name = "bit-matrix"

@@ -94,14 +94,19 @@ class CommonWords(HeldInRam):
             out.append(tables[table].words[token])
         return out
 
-    def rank(self, table: str, terms: list[Term], anded: bool, limit: int) -> list[tuple[int, float]] | None:
+    def rank(self, table: str, terms: list[Term], anded: bool, limit: int,
+             passing: dict[str, np.ndarray] | None = None) -> list[tuple[int, float]] | None:
         """(rowid, bm25) best first, as `SELECT rowid, bm25(...) ... MATCH <the terms> ORDER
-        BY bm25, rowid LIMIT limit` returns them (ANDed or ORed); None when a term is not held (FTS5 answers)."""
+        BY bm25, rowid LIMIT limit` returns them (ANDed or ORed); None when a term is not held (FTS5 answers).
+        passing: per table, a flag per rowid of those a filter lets through (bit_matrix.DateTest.rows): only those are
+        ranked (BM25 does not depend on the filter, so this is FTS5's ranking with the filter in its WHERE)."""
         postings = self.held(table, terms)
         if postings is None:
             return None
         t = self._tables[table]
         rows = _rows(postings, len(t.ids), anded)
+        if passing is not None:
+            rows = rows[_among(t.ids[rows], passing[table])]
         if not len(rows) or limit <= 0:
             return []
         norm = K1 * ((1 - B) + B * t.lengths[rows] / t.avgdl)
@@ -200,6 +205,13 @@ def _rows(postings: list[tuple[np.ndarray, np.ndarray]], n: int, anded: bool) ->
     for positions, _ in postings:
         marks[positions] += 1  # a term's positions are distinct
     return np.flatnonzero(marks == len(postings) if anded else marks)
+
+
+def _among(ids: np.ndarray, flags: np.ndarray) -> np.ndarray:
+    """Which of `ids` are flagged (`flags` indexed by id; an id past its end is not)."""
+    if not len(flags):
+        return np.zeros(len(ids), dtype=bool)
+    return np.take(flags, ids, mode="clip") & (ids < len(flags))
 
 
 def _read(conn: Any, table: str, min_docs: int, budget: int) -> _Table:

@@ -22,7 +22,7 @@ from rag_search.config import SearchSettings
 from rag_search.embedders.base import Embedder, reads_script_of
 from rag_search.errors import QueryError
 from rag_search.records import Hit, chunk_body
-from rag_search.retrieval import keyword, titles, unmatched, vector
+from rag_search.retrieval import chunk_rows, keyword, titles, unmatched, vector
 from rag_search.retrieval.bit_matrix import BitMatrix
 from rag_search.retrieval.common_words import CommonWords
 from rag_search.retrieval.corpus import Corpus
@@ -107,6 +107,7 @@ class SearchEngine:
         self.split = SplitRanker(self.second) if bits_in_ram else None  # large keyword-only rankings in two halves
         self.common_words = CommonWords(store) if bits_in_ram else None  # the most common words' rows, in RAM
         self._held: CommonWords | None = None  # during retrieve: common_words, when current
+        self._passing: dict | None = None  # during retrieve: a date filter's rowids per FTS5 table (_held_passing)
         self._beside = threading.local()  # .conn: the connection of work running beside the keyword side
         self.embedder = embedder
         self.settings = settings or SearchSettings()
@@ -164,7 +165,7 @@ class SearchEngine:
             items = self.fuse(got, result)
             items = keep_pinned_first(self._rerank(request, items, got, result), got)[:top_k]
             self._choose_chunks(items, terms, request.filters, result)
-            result.hits = self._item_hits(items, pattern)
+            result.hits = self._item_hits(items, pattern, got)
         result.timings_ms["fuse_and_fetch"] = round(_ms(t0) - result.timings_ms.get("rerank", 0.0), 2)
 
     # -- retrieve -----------------------------------------------------------------------------
@@ -201,7 +202,7 @@ class SearchEngine:
                 self._vector(qvec, request.filters, coll_ids, limit, result, got)
             got.item_of = self._items_of([c for ids in got.chunk_rankings.values() for c in ids])
         finally:
-            self._ram = self._held = None
+            self._ram = self._held = self._passing = None
         for name, ids in got.chunk_rankings.items():
             got.item_rankings[name] = item_ranking(ids, got.item_of)[:limit]
         return got
@@ -335,6 +336,7 @@ class SearchEngine:
         where = build_where(filters, coll_ids)
         hybrid = result.request.mode == "hybrid"
         n_items = self._items_count() if corpus is None else corpus.rows(keyword.ITEMS)
+        self._passing = self._held_passing(filters, coll_ids)
         beside = self._items_beside(terms, where, limit, n_items, hybrid) if corpus is None else None
         run = self._keyword_chunks(terms, where, limit * CHUNK_DEPTH, n_chunks, hybrid, corpus=corpus)
         result.keyword_expression, result.keyword_dropped, result.keyword_rare = run.expression, run.dropped, run.rare
@@ -357,6 +359,15 @@ class SearchEngine:
             got.names = {m.item_id: m for m in matches}
             result.timings_ms["title"] = _ms(t0)
 
+    def _held_passing(self, filters: Filters, coll_ids) -> dict | None:
+        """A filter of dates only as the rowids it lets through (tested on the chunks' times held with the bits), so
+        that common words held in RAM are ranked there under it too (100k chunks, a date filter: the keyword
+        stage's p95 ~50 -> see bench/RESULTS.md); None for any other filter, or without both in RAM."""
+        if self._held is None or not self._ram or coll_ids or filters.is_empty():
+            return None
+        test = self.bit_matrix.date_test(filters)
+        return test.rows() if test is not None else None
+
     def item_df(self, term: keyword.Term) -> int:
         """Items holding the term (cached per index state)."""
         return keyword._df(self.store.conn, term, self._df_cache, keyword.ITEMS)
@@ -367,7 +378,8 @@ class SearchEngine:
         matches first and filtering them after costs a second ranking whenever too few pass (100k chunks, tag filter:
         keyword p95 45 -> 23 ms; at 1M no filter shape got slower)."""
         run = keyword.search(self.store.conn, terms, where, limit, n_total, self._df_cache, may_skip=hybrid,
-                             split=None if hybrid else self.split, corpus=corpus, held=self._held)
+                             split=None if hybrid else self.split, corpus=corpus, held=self._held,
+                             passing=self._passing)
         run.ids = run.ids[:limit]
         return run
 
@@ -381,7 +393,7 @@ class SearchEngine:
         """Items by BM25 over their whole text (items_fts)."""
         return keyword.search(self.store.conn, terms, where, limit, n_items, self._df_cache, may_skip=hybrid,
                               table=keyword.ITEMS, split=None if hybrid else self.split, corpus=corpus,
-                              held=self._held)
+                              held=self._held, passing=self._passing)
 
     def _exact_items(self, terms, where: SqlFilter) -> dict[int, list[str]]:
         return keyword.exact_items(self.store.conn, terms, where, self.settings.exact_max_items)
@@ -518,7 +530,7 @@ class SearchEngine:
                    corpus: Corpus | None = None) -> list[Candidate]:
         """The fused head as a reranker sees it (its chunks chosen first: `_choose_chunks`)."""
         idf = self._idf(query) if corpus is None else corpus.query_idf(query)
-        candidates = [Candidate.of(i, got, t) for i, t in zip(head, self._item_texts(head))]
+        candidates = [Candidate.of(i, got, t) for i, t in zip(head, self._item_texts(head, got))]
         for c in candidates:
             c.idf = idf
         return candidates
@@ -527,24 +539,18 @@ class SearchEngine:
         """The query's stems and their IDF over whole items (the reranker's weights)."""
         return query_idf(self.store.conn, query, self._items_count(), self._df_cache)
 
-    def _item_texts(self, items: list[FusedItem]) -> list[tuple[str, str, str]]:
+    def _item_texts(self, items: list[FusedItem], got: Retrieved) -> list[tuple[str, str, str]]:
         """(title, text, heading) per item as a reranker reads it: its best chunk, then its other matching chunks;
-        the best chunk's heading path."""
+        the best chunk's heading path (the rows are kept for the hits: chunk_rows.py)."""
         wanted = {i.item_id: [c for c in [i.chunk_id, *i.others[:RERANK_SECTIONS - 1]] if c is not None] for i in items}
-        texts = self._texts([c for cs in wanted.values() for c in cs])
+        rows = self._rows([c for cs in wanted.values() for c in cs], got)
         out = []
         for item in items:
-            parts = [texts[c] for c in wanted[item.item_id] if c in texts]
-            out.append((parts[0][0], "\n\n".join(chunk_body(t, title) for title, t, _ in parts), parts[0][2])
+            parts = [rows[c] for c in wanted[item.item_id] if c in rows]
+            text = "\n\n".join(chunk_body(r[chunk_rows.TEXT], r[chunk_rows.TITLE]) for r in parts)
+            out.append((parts[0][chunk_rows.TITLE], text, chunk_rows.heading(parts[0][chunk_rows.HEADING_PATH]))
                        if parts else ("", "", ""))
         return out
-
-    def _texts(self, chunk_ids: list[int]) -> dict[int, tuple[str, str, str]]:
-        if not chunk_ids:
-            return {}
-        rows = self.store.conn.execute("SELECT id, title, text, heading_path FROM chunks WHERE id IN "
-                                       "(SELECT value FROM json_each(?))", (json.dumps(chunk_ids),))
-        return {r[0]: (r[1], r[2], " > ".join(json.loads(r[3]))) for r in rows}
 
     def _choose_chunks(self, items: list[FusedItem], terms, filters: Filters, result: SearchResult) -> None:
         """A chunk for items that only the whole-item index found: their best matching chunk, else the first."""
@@ -561,10 +567,10 @@ class SearchEngine:
         return keyword.best_chunks(self.store.conn, item_ids, expr, where, probe=result.keyword_rare, terms=terms,
                                    df_cache=self._df_cache, corpus=result.corpus, held=held)
 
-    def _item_hits(self, items: list[FusedItem], pattern) -> list[Hit]:
+    def _item_hits(self, items: list[FusedItem], pattern, got: Retrieved) -> list[Hit]:
         ids = [i.chunk_id for i in items if i.chunk_id is not None]
         others = {i.item_id: i.others[:MAX_SECTIONS] for i in items}
-        rows = self._rows(ids + [c for cs in others.values() for c in cs])
+        rows = self._rows(ids + [c for cs in others.values() for c in cs], got)
         hits = []
         for item in items:
             r = rows.get(item.chunk_id)
@@ -575,7 +581,7 @@ class SearchEngine:
         return hits
 
     def _chunk_hits(self, fused: list[Fused], got: Retrieved, pattern) -> list[Hit]:
-        rows = self._rows([f.id for f in fused])
+        rows = self._rows([f.id for f in fused], got)
         item_rank = {name: {item: n for n, item in enumerate(ids, start=1)} for name, ids in got.item_rankings.items()}
         hits = []
         for f in fused:
@@ -586,17 +592,9 @@ class SearchEngine:
             hits.append(_hit(r, pattern, f.score, f.ranks, ranks, (), None))
         return hits
 
-    def _rows(self, chunk_ids: list[int]) -> dict[int, tuple]:
-        if not chunk_ids:
-            return {}
-        rows = self.store.conn.execute(
-            "SELECT c.id, c.item_id, coll.name, i.source_type, i.key, i.uri, c.title, c.text, c.idx, "
-            "c.heading_path, c.page, c.ts, c.author, c.tags, c.metadata FROM chunks c "
-            "JOIN items i ON i.id = c.item_id JOIN collections coll ON coll.id = c.collection_id "
-            "WHERE c.id IN (SELECT value FROM json_each(?))",
-            (json.dumps(list(dict.fromkeys(chunk_ids))),),
-        ).fetchall()
-        return {r[0]: r for r in rows}
+    def _rows(self, chunk_ids: list[int], got: Retrieved) -> dict[int, tuple]:
+        """The chunks' rows (chunk_rows.ROW_SQL), each read once per query."""
+        return chunk_rows.rows(self.store.conn, chunk_ids, got.rows) if chunk_ids else {}
 
 
 class _ScopedNames(titles._Fts5Lookups):

@@ -142,7 +142,7 @@ class KeywordRun:
 
 def search(conn: Any, terms: list[Term], where: SqlFilter, limit: int, n_total: int,
            df_cache: dict[str, int], may_skip: bool = False, table: str = CHUNKS,
-           split: Callable | None = None, corpus: Any = None, held: Any = None) -> KeywordRun:
+           split: Callable | None = None, corpus: Any = None, held: Any = None, passing: Any = None) -> KeywordRun:
     """Ids best first for the terms, with common words pruned on large indexes.
 
     table: chunks_fts (chunk ids; n_total = chunks) or items_fts (item ids; n_total = items).
@@ -155,6 +155,8 @@ def search(conn: Any, terms: list[Term], where: SqlFilter, limit: int, n_total: 
     in parts at once, with the same result (engine: a long-running server's second connection).
     held: the index's most common words in RAM (common_words.py, a server's): an unfiltered expression of them
     only is ranked and counted there, with FTS5's scores (~2 ms where FTS5 takes 20-90 ms at 100k chunks).
+    passing: `where` as a flag per rowid of those it lets through, per table (a date filter tested on the times in RAM:
+    bit_matrix.DateTest.rows), so that held words are ranked in RAM under that filter too.
     Row counts stop at the limit they are compared with: counting a word in 470k of 1M chunks takes 36 ms,
     learning that it is in more than 5,000 takes 0.4 ms.
     """
@@ -184,8 +186,8 @@ def search(conn: Any, terms: list[Term], where: SqlFilter, limit: int, n_total: 
         (corpus.ranked), or from RAM (`held`: `these` terms, ANDed or ORed, when all are held common words)."""
         if corpus is not None:
             return corpus.ranked(table, expression, where, limit)
-        if held is not None and these is not None and where.empty:
-            rows = held.rank(table, these, anded, limit)
+        if held is not None and these is not None and (where.empty or passing is not None):
+            rows = held.rank(table, these, anded, limit, None if where.empty else passing)
             if rows is not None:
                 return rows
         if split is not None and not rare:

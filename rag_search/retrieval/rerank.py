@@ -187,9 +187,11 @@ def features(query: str, candidates: list[Candidate]) -> np.ndarray:
     top_fused = max((c.fused_score for c in candidates), default=1.0) or 1.0
     top_bm25 = max((-c.bm25 for c in candidates if c.bm25 is not None), default=0.0)
     rows = []
+    looked_for = _Forms({*qstems, *(candidates[0].idf if candidates else ())})
     for c in candidates:
         raw = tokens(c.text)
-        forms = _forms_held(set(raw), {*qstems, *c.idf})  # the text's words that stem to a query stem
+        # the text's words that stem to a query stem: the few forms that can, looked up (not a set of every word)
+        forms = (looked_for if c.idf is candidates[0].idf else _Forms({*qstems, *c.idf})).held(raw)
         title = {_stem(w) for w in tokens(c.title)}
         present = set(forms.values())
         covered = [q for q in qstems if q in present]
@@ -216,17 +218,23 @@ def features(query: str, candidates: list[Candidate]) -> np.ndarray:
 _SUFFIXES = ("", "ing", "ed", "es", "s", "ly")
 
 
-def _forms_held(words: set[str], stems: set[str]) -> dict[str, str]:
-    """The words (of `words`) whose _stem is one of `stems`, each with its stem. A word stems to s only if it is s or
-    s plus one of the suffixes _stem strips, so a few lookups per query stem replace stemming every word of the
-    text (30 candidates' texts: most of the reranker's time)."""
-    out = {}
-    for stem in stems:
-        for suffix in _SUFFIXES:
-            form = stem + suffix
-            if form in words and _stem(form) == stem:
-                out[form] = stem
-    return out
+class _Forms:
+    """The words that stem to one of a query's stems: a stem s plus nothing or one of the suffixes _stem strips (a
+    word stems to s only if it is such a form), so a text's forms are found by intersecting its words with these
+    few, once per candidate, instead of stemming (or hashing into a set) every word of its text."""
+
+    def __init__(self, stems: set[str]):
+        self.stem_of = {}
+        for stem in stems:
+            for suffix in _SUFFIXES:
+                form = stem + suffix
+                if _stem(form) == stem:
+                    self.stem_of[form] = stem
+        self.forms = frozenset(self.stem_of)
+
+    def held(self, words: list[str]) -> dict[str, str]:
+        """Those of `words` (a text's), each with its stem."""
+        return {w: self.stem_of[w] for w in self.forms.intersection(words)}
 
 
 def _proximity(words: list[str], stem_of: dict[str, str], wanted: set[str]) -> float:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 
 MARK_OPEN, MARK_CLOSE = "**", "**"
 _SUFFIXES = ("ing", "ed", "es", "s", "ly")
@@ -58,11 +59,11 @@ def snippet(text: str, pattern: re.Pattern | None, width: int = 280) -> str:
         return flat
     start = 0
     if pattern is not None:
-        hits = [m.start() for m in pattern.finditer(flat)]
-        if hits:
+        hits = [m.start() for m in pattern.finditer(flat)]  # ascending
+        if hits:  # the window starting a quarter-width before a match that holds the most matches (the first such)
             start = max(
                 (max(0, h - width // 4) for h in hits),
-                key=lambda s: sum(1 for h in hits if s <= h < s + width),
+                key=lambda s: bisect_left(hits, s + width) - bisect_left(hits, s),
             )
     window = flat[start : start + width]
     if start > 0:
