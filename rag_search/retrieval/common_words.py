@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -32,6 +32,7 @@ from rag_search.retrieval.held import HeldInRam, words_held
 from rag_search.retrieval.keyword import CHUNKS, ITEMS, STOPWORDS, WEIGHTS, Term
 
 POSTINGS_MAX = 6_000_000  # word-rows held per table at most (8 bytes each)
+FETCHED_MAX = 20_000  # rarer words read for queries and kept, per table (each in at most `floor` rows), then forgotten
 # Held: words in more rows than a fifth of keyword.COMMON_MIN_DOCS (1,000), so a query's rarer words (those kept
 # when common ones are dropped: up to 5,000 rows, 10-20 ms of FTS5 ranking for chunks and items) come from RAM too
 FLOOR_SHARE = 5
@@ -48,6 +49,8 @@ class _Table:
     n_rows: int  # the averages record's row count (xRowCount)
     avgdl: float  # total tokens / rows (xColumnTotalSize(-1) / xRowCount)
     words: dict[str, tuple[np.ndarray, np.ndarray]]  # token -> (positions in ids, ascending; weighted counts)
+    floor: int = 0  # every word in more rows than this is held (unless past the budget)
+    fetched: dict[str, tuple[np.ndarray, np.ndarray] | None] = field(default_factory=dict)  # rarer words read since
 
 
 class CommonWords(HeldInRam):
@@ -62,6 +65,7 @@ class CommonWords(HeldInRam):
         self.min_docs, self.budget = min_docs, budget
         self._tables: dict[str, _Table] | None = None
         self._tokens: dict[str, str | None] = {}  # a term's text -> its one token (None: not a single token)
+        self._vocab_on: set[int] = set()  # connections with the fts5vocab tables _fetch reads
         self.quiet = REREAD_QUIET_S
 
     def ready(self, stamp: tuple[int, int] | None = None) -> bool:
@@ -89,10 +93,36 @@ class CommonWords(HeldInRam):
         out = []
         for t in terms:
             token = None if (t.phrase or t.prefix or t.split) else self._tokens.get(t.text)
-            if token is None or token not in tables[table].words:
+            if token is None:
                 return None
-            out.append(tables[table].words[token])
+            posting = tables[table].words.get(token)
+            if posting is None:
+                posting = self._fetch(tables[table], table, token, t)
+                if posting is None:
+                    return None
+            out.append(posting)
         return out
+
+    def _fetch(self, t: _Table, table: str, token: str, term: Term) -> tuple[np.ndarray, np.ndarray] | None:
+        """A word in at most `floor` rows (rarer than those held), read from the index the first time a query asks
+        for it and kept with what is held (one small statement; FTS5 ranking it beside held words, or under a
+        filter, walked each of its rows: ~30 ms at 100k chunks with a date filter). None: in more rows (a word left
+        out by the budget, or a stopword: FTS5 answers)."""
+        if token in t.fetched:
+            return t.fetched[token]
+        if len(t.fetched) >= FETCHED_MAX:
+            t.fetched.clear()
+        conn = self.store.conn
+        if id(conn) not in self._vocab_on:
+            for name in (CHUNKS, ITEMS):
+                conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{name}_instances USING fts5vocab(main, {name}, "
+                             "'instance')")
+            self._vocab_on.add(id(conn))
+        posting = None
+        if keyword._count(conn, table, term.fts(), t.floor + 1) <= t.floor:  # stops counting past the floor
+            posting = _posting(t.ids, conn.execute(_INSTANCES_SQL[table], (token, -1)).fetchall())
+        t.fetched[token] = posting
+        return posting
 
     def rank(self, table: str, terms: list[Term], anded: bool, limit: int,
              passing: dict[str, np.ndarray] | None = None) -> list[tuple[int, float]] | None:
@@ -113,6 +143,8 @@ class CommonWords(HeldInRam):
         score = np.zeros(len(rows))
         for positions, counts in postings:  # bm25()'s loop over the expression's phrases, in their order
             df = len(positions)
+            if not df:  # a word in no row (read on demand: _fetch) adds 0 to every row's score
+                continue
             idf = math.log((t.n_rows - df + 0.5) / (df + 0.5))
             idf = idf if idf > 0.0 else 1e-6
             at = np.searchsorted(positions, rows).clip(0, len(positions) - 1)
@@ -229,7 +261,7 @@ def _read(conn: Any, table: str, min_docs: int, budget: int) -> _Table:
     conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {vocab} USING fts5vocab(main, {table}, 'row')")
     conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {instances} USING fts5vocab(main, {table}, 'instance')")
     stop = set(_stopword_tokens(conn))
-    weight = " ".join(f"WHEN '{c}' THEN {w!r}" for c, w in WEIGHTS[table].items())
+    t.floor = min_docs
     held = 0
     for token, docs in conn.execute(f"SELECT term, doc FROM {vocab} WHERE doc > ? ORDER BY doc DESC, term",
                                     (min_docs,)).fetchall():
@@ -237,15 +269,31 @@ def _read(conn: Any, table: str, min_docs: int, budget: int) -> _Table:
             continue
         if held + docs > budget:
             continue
-        rows = conn.execute(f"SELECT doc, sum(CASE col {weight} ELSE 0.0 END) FROM {instances} WHERE term = ? "
-                            "GROUP BY doc ORDER BY doc", (token,)).fetchall()
-        docs_of = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-        counts = np.fromiter((r[1] for r in rows), dtype=np.float32, count=len(rows))
-        pos = np.searchsorted(ids, docs_of).clip(0, max(len(ids) - 1, 0))
-        present = ids[pos] == docs_of if len(ids) else np.zeros(len(rows), dtype=bool)  # deleted rows left out
-        t.words[token] = (pos[present].astype(np.int32), counts[present])
+        rows = conn.execute(_INSTANCES_SQL[table], (token, -1)).fetchall()
+        t.words[token] = _posting(ids, rows)
         held += len(rows)
     return t
+
+
+def _instances_sql(table: str) -> str:
+    """A token's rows and its weighted count in each (the table's bm25() weights), by rowid; parameters: the token,
+    at most how many rows (-1: all)."""
+    weight = " ".join(f"WHEN '{c}' THEN {w!r}" for c, w in WEIGHTS[table].items())
+    return (f"SELECT doc, sum(CASE col {weight} ELSE 0.0 END) FROM temp.{table}_instances WHERE term = ? "
+            "GROUP BY doc ORDER BY doc LIMIT ?")
+
+
+_INSTANCES_SQL = {table: _instances_sql(table) for table in (CHUNKS, ITEMS)}
+
+
+def _posting(ids: np.ndarray, rows: list) -> tuple[np.ndarray, np.ndarray]:
+    """(positions in `ids`, weighted counts) of a token's (rowid, count) rows; rows no longer in the table (FTS5's
+    deleted rows) left out."""
+    docs_of = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+    counts = np.fromiter((r[1] for r in rows), dtype=np.float32, count=len(rows))
+    pos = np.searchsorted(ids, docs_of).clip(0, max(len(ids) - 1, 0))
+    present = ids[pos] == docs_of if len(ids) else np.zeros(len(rows), dtype=bool)
+    return pos[present].astype(np.int32), counts[present]
 
 
 def _stopword_tokens(conn: Any) -> list[str]:
