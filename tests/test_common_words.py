@@ -204,13 +204,15 @@ def dated(tmp_path_factory):
 
 DATE_FILTERS = (Filters(date_from=T0 + 200 * DAY), Filters(date_to=T0 + 100 * DAY),
                 Filters(date_from=T0 + 50 * DAY, date_to=T0 + 300 * DAY),
-                Filters(date_from=T0 + 350 * DAY, include_undated=True), Filters(date_from=T0 + 399 * DAY))
+                Filters(date_from=T0 + 350 * DAY, include_undated=True), Filters(date_from=T0 + 399 * DAY),
+                Filters(collections=("mail",)), Filters(collections=("notes", "mail")),
+                Filters(collections=("notes",), date_from=T0 + 200 * DAY))
 
 
-def test_rankings_under_a_date_filter_from_ram_are_fts5s_with_the_filter(dated):
-    """The filter's rowids come from the chunks' times held with the bits; the ranking equals FTS5's with the
-    filter in its WHERE, row for row and score for score, for chunks and for items (an item passes when one of
-    its chunks does)."""
+def test_rankings_under_a_date_or_collection_filter_from_ram_are_fts5s_with_the_filter(dated):
+    """The filter's rowids come from the chunks' times and collections held with the bits; the ranking equals FTS5's
+    with the filter in its WHERE, row for row and score for score, for chunks and for items (an item passes by its
+    collection, or when one of its chunks passes a date)."""
     from rag_search.retrieval.bit_matrix import BitMatrix
     from rag_search.retrieval.filters import build_where
 
@@ -222,8 +224,10 @@ def test_rankings_under_a_date_filter_from_ram_are_fts5s_with_the_filter(dated):
     assert len(common) >= 5, common
     compared = 0
     for filters in DATE_FILTERS:
-        passing = bits.date_test(filters).rows()
-        where = build_where(filters)
+        coll_ids = tuple(store.conn.execute("SELECT id FROM collections WHERE name = ?", (name,)).fetchone()[0]
+                         for name in filters.collections)
+        passing = bits.rows_passing(filters, coll_ids)
+        where = build_where(filters, coll_ids)
         for n in (1, 2):
             for words in itertools.combinations(common[:6], n):
                 terms = keyword.parse_terms(" ".join(words))
@@ -239,8 +243,8 @@ def test_rankings_under_a_date_filter_from_ram_are_fts5s_with_the_filter(dated):
     assert compared > 100
 
 
-def test_a_servers_date_filtered_search_of_common_words_ranks_nothing_through_fts5(dated, monkeypatch):
-    """Keyword and hybrid searches under a date filter: the server's hits are the one-shot engine's, and the server
+def test_a_servers_date_or_collection_filtered_search_of_common_words_ranks_nothing_through_fts5(dated, monkeypatch):
+    """Keyword and hybrid searches under a date or collection filter: the server's hits are the one-shot engine's, and the server
     sends no bm25() ranking of passages or items (a date filter on common words took FTS5 30+ ms at 100k chunks)."""
     store, embedder = dated
     monkeypatch.setattr(keyword, "COMMON_MIN_DOCS", 200)

@@ -139,12 +139,15 @@ class _SignScores:
 @dataclass
 class _Facts:
     """Per chunk (ascending id): its item, the rowid of its vector in embedding_cache (-1: not cached), its time
-    (NaN: undated)."""
+    (NaN: undated), its collection; per item (ascending id): its collection."""
 
     ids: np.ndarray
     items: np.ndarray
     cache_rows: np.ndarray
     ts: np.ndarray
+    collections: np.ndarray
+    item_ids: np.ndarray
+    item_collections: np.ndarray
 
     def lookup(self, chunk_ids) -> tuple[np.ndarray, np.ndarray]:
         """(positions in `chunk_ids` of the known chunks, their rows in these arrays)."""
@@ -187,16 +190,6 @@ class DateTest:
         """The ids of every chunk that passes."""
         return self.facts.ids[self._mask(self.facts.ts)]
 
-    def rows(self) -> dict[str, np.ndarray]:
-        """Per FTS5 table, whether each rowid passes (a flag indexed by rowid; a rowid past the end does not):
-        chunks (chunks_fts), and items with a chunk that passes (items_fts: keyword.keyword_sql's EXISTS)."""
-        ok = self._mask(self.facts.ts)
-        out = {}
-        for table, ids in (("chunks_fts", self.facts.ids), ("items_fts", self.facts.items)):
-            flags = np.zeros(int(ids.max(initial=-1)) + 1, dtype=bool)
-            flags[ids[ok]] = True
-            out[table] = flags
-        return out
 
 
 class BitMatrix(HeldInRam):
@@ -302,6 +295,28 @@ class BitMatrix(HeldInRam):
         assert self._facts is not None
         return DateTest(self._facts, plain.date_from, plain.date_to, plain.include_undated)
 
+    def rows_passing(self, filters: Any, collection_ids: tuple[int, ...]) -> dict[str, np.ndarray] | None:
+        """A filter of dates and collections only as, per FTS5 table, a flag per rowid of those it lets through
+        (indexed by rowid; a rowid past the end does not pass), from the facts in RAM; None for any other filter.
+        As keyword.keyword_sql applies it: a chunk by its own time and collection; an item by its collection alone
+        when only collections are asked for, else when one of its chunks passes."""
+        plain = filters.without_collections()
+        dates_only = type(plain)(date_from=plain.date_from, date_to=plain.date_to, include_undated=plain.include_undated)
+        if plain != dates_only or (plain.is_empty() and not collection_ids):
+            return None
+        facts = self._facts
+        assert facts is not None
+        ok = np.ones(len(facts.ids), dtype=bool)
+        if not plain.is_empty():
+            ok &= DateTest(facts, plain.date_from, plain.date_to, plain.include_undated)._mask(facts.ts)
+        if collection_ids:
+            ok &= np.isin(facts.collections, collection_ids)
+        if plain.is_empty():  # where.item_sql: the item's own collection
+            items = facts.item_ids[np.isin(facts.item_collections, collection_ids)]
+        else:
+            items = facts.items[ok]
+        return {"chunks_fts": _flags(facts.ids[ok]), "items_fts": _flags(items)}
+
     def _load(self, stamp: tuple[int, int]) -> None:
         from rag_search.store.connection import connect
         from rag_search.store.vectors import bits_centre
@@ -329,7 +344,7 @@ class BitMatrix(HeldInRam):
 
 
 def _read_facts(conn: Any) -> _Facts:
-    """Each chunk's item and cache row. Of several cached vectors of equivalent embedders (store/vectors.py
+    """Each chunk's item, cache row, time and collection; each item's collection. Of several cached vectors of equivalent embedders (store/vectors.py
     EQUIVALENT) the one fetch_vectors' join returns last is taken: the greatest embedder id."""
     from rag_search.store.vectors import equal_ids, recorded_embedder
 
@@ -338,12 +353,23 @@ def _read_facts(conn: Any) -> _Facts:
     marks = ",".join("?" * len(ids)) or "NULL"
     rows = conn.execute(
         f"SELECT c.id, c.item_id, coalesce((SELECT e.id FROM embedding_cache e WHERE e.embedder_id IN ({marks}) "
-        "AND e.text_hash = c.content_hash ORDER BY e.embedder_id DESC LIMIT 1), -1), c.ts FROM chunks c ORDER BY c.id",
+        "AND e.text_hash = c.content_hash ORDER BY e.embedder_id DESC LIMIT 1), -1), c.ts, c.collection_id FROM chunks c "
+        "ORDER BY c.id",
         ids).fetchall()
-    table = np.array([r[:3] for r in rows], dtype=np.int64).reshape(-1, 3)
+    table = np.array([r[:3] + (r[4],) for r in rows], dtype=np.int64).reshape(-1, 4)
     ts = np.array([np.nan if r[3] is None else r[3] for r in rows], dtype=np.float64)
+    items = np.array(conn.execute("SELECT id, collection_id FROM items ORDER BY id").fetchall(),
+                     dtype=np.int64).reshape(-1, 2)
     return _Facts(np.ascontiguousarray(table[:, 0]), np.ascontiguousarray(table[:, 1]),
-                  np.ascontiguousarray(table[:, 2]), ts)
+                  np.ascontiguousarray(table[:, 2]), ts, np.ascontiguousarray(table[:, 3]),
+                  np.ascontiguousarray(items[:, 0]), np.ascontiguousarray(items[:, 1]))
+
+
+def _flags(ids: np.ndarray) -> np.ndarray:
+    """A flag per id up to the largest of `ids`, set for those."""
+    flags = np.zeros(int(ids.max(initial=-1)) + 1, dtype=bool)
+    flags[ids] = True
+    return flags
 
 
 def _smallest(dist: np.ndarray, k: int) -> np.ndarray:

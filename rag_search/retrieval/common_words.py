@@ -128,7 +128,7 @@ class CommonWords(HeldInRam):
              passing: dict[str, np.ndarray] | None = None) -> list[tuple[int, float]] | None:
         """(rowid, bm25) best first, as `SELECT rowid, bm25(...) ... MATCH <the terms> ORDER
         BY bm25, rowid LIMIT limit` returns them (ANDed or ORed); None when a term is not held (FTS5 answers).
-        passing: per table, a flag per rowid of those a filter lets through (bit_matrix.DateTest.rows): only those are
+        passing: per table, a flag per rowid of those a filter lets through (bit_matrix.BitMatrix.rows_passing): only those are
         ranked (BM25 does not depend on the filter, so this is FTS5's ranking with the filter in its WHERE)."""
         postings = self.held(table, terms)
         if postings is None:
