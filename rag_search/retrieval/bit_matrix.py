@@ -136,6 +136,9 @@ class _SignScores:
         return self.values[positions]
 
 
+PASSING_KEPT = 8  # filters whose passing rows are kept (1M chunks: ~1.2 MB and ~10 ms to compute each)
+
+
 @dataclass
 class _Facts:
     """Per chunk (ascending id): its item, the rowid of its vector in embedding_cache (-1: not cached), its time
@@ -199,6 +202,7 @@ class BitMatrix(HeldInRam):
         super().__init__(store)
         self._bits: _Bits | None = None
         self._facts: _Facts | None = None
+        self._passing: dict[tuple, dict[str, np.ndarray]] = {}  # rows_passing's, per filter (emptied with new facts)
 
     def ready(self, stamp: tuple[int, int] | None = None) -> bool:
         """True when the matrix matches the database now (`stamp`: its state, if the caller read it already);
@@ -306,6 +310,15 @@ class BitMatrix(HeldInRam):
             return None
         facts = self._facts
         assert facts is not None
+        key = (plain.date_from, plain.date_to, plain.include_undated, tuple(sorted(collection_ids)))
+        if key not in self._passing:  # a filter is often asked again (a page's filter while its query is typed)
+            if len(self._passing) >= PASSING_KEPT:
+                self._passing.clear()
+            self._passing[key] = self._rows_passing(facts, plain, collection_ids)
+        return self._passing[key]
+
+    @staticmethod
+    def _rows_passing(facts: _Facts, plain: Any, collection_ids: tuple[int, ...]) -> dict[str, np.ndarray]:
         ok = np.ones(len(facts.ids), dtype=bool)
         if not plain.is_empty():
             ok &= DateTest(facts, plain.date_from, plain.date_to, plain.include_undated)._mask(facts.ts)
@@ -335,7 +348,7 @@ class BitMatrix(HeldInRam):
             bits.centre = centre
             with self.store.lock:
                 if not getattr(self.store, "closed", False) and self.stamp() == stamp:  # nothing written meanwhile
-                    self._bits, self._facts, self._stamp = bits, facts, stamp
+                    self._bits, self._facts, self._stamp, self._passing = bits, facts, stamp, {}
         except Exception:  # the database is busy or gone: queries keep using sqlite-vec
             pass
         finally:

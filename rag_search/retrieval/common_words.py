@@ -66,6 +66,7 @@ class CommonWords(HeldInRam):
         self._tables: dict[str, _Table] | None = None
         self._tokens: dict[str, str | None] = {}  # a term's text -> its one token (None: not a single token)
         self._vocab_on: set[int] = set()  # connections with the fts5vocab tables _fetch reads
+        self._masks: dict[str, tuple[np.ndarray, _Table, np.ndarray]] = {}  # per table: flags, table, _mask's
         self.quiet = REREAD_QUIET_S
 
     def ready(self, stamp: tuple[int, int] | None = None) -> bool:
@@ -136,7 +137,7 @@ class CommonWords(HeldInRam):
         t = self._tables[table]
         rows = _rows(postings, len(t.ids), anded)
         if passing is not None:
-            rows = rows[_among(t.ids[rows], passing[table])]
+            rows = rows[self._mask(table, t, passing[table])[rows]]
         if not len(rows) or limit <= 0:
             return []
         norm = K1 * ((1 - B) + B * t.lengths[rows] / t.avgdl)
@@ -158,6 +159,14 @@ class CommonWords(HeldInRam):
         ids = t.ids[rows]
         order = np.lexsort((ids, score))[:limit]
         return list(zip(ids[order].tolist(), score[order].tolist()))
+
+    def _mask(self, table: str, t: _Table, flags: np.ndarray) -> np.ndarray:
+        """Which of the table's rows a filter's flags (by rowid) let through, by position; kept for the last flags
+        seen (bit_matrix keeps a filter's flags while the index is unchanged)."""
+        kept = self._masks.get(table)
+        if kept is None or kept[0] is not flags or kept[1] is not t:
+            kept = self._masks[table] = (flags, t, _among(t.ids, flags))
+        return kept[2]
 
     def holding(self, table: str, term: Term, ids: list[int]) -> list[int] | None:
         """Those of `ids` whose rows hold the term, in their order; None when the term is not held."""
