@@ -97,27 +97,31 @@ class CommonWords(HeldInRam):
         if tables is None or table not in tables:
             return None
         self._learn([t for t in terms if t.text not in self._tokens])
-        out = []
-        for t in terms:
-            token = None if (t.phrase or t.prefix or t.split) else self._tokens.get(t.text)
+        t = tables[table]
+        tokens = []
+        for term in terms:
+            token = None if (term.phrase or term.prefix or term.split) else self._tokens.get(term.text)
             if token is None:
                 return None
-            posting = tables[table].words.get(token)
+            tokens.append(token)
+        missing = {token: term for token, term in zip(tokens, terms) if token not in t.words and token not in t.fetched}
+        if missing:
+            self._fetch(t, table, missing)
+        out = []
+        for token in tokens:
+            posting = t.words.get(token) or t.fetched.get(token)
             if posting is None:
-                posting = self._fetch(tables[table], table, token, t)
-                if posting is None:
-                    return None
+                return None
             out.append(posting)
         return out
 
-    def _fetch(self, t: _Table, table: str, token: str, term: Term) -> tuple[np.ndarray, np.ndarray] | None:
-        """A word in at most `floor` rows (rarer than those held), read from the index the first time a query asks
-        for it and kept with what is held (one small statement; FTS5 ranking it beside held words, or under a
-        filter, walked each of its rows: ~30 ms at 100k chunks with a date filter). None: in more rows (a word left
-        out by the budget, or a stopword: FTS5 answers)."""
-        if token in t.fetched:
-            return t.fetched[token]
-        if len(t.fetched) >= FETCHED_MAX:
+    def _fetch(self, t: _Table, table: str, missing: dict[str, Term]) -> None:
+        """Words in at most `floor` rows (rarer than those held), read from the index the first time a query asks
+        for them and kept with what is held: a count of each that stops past the floor, then their rows in one
+        statement (FTS5 ranking them beside held words, or under a filter, walked each of their rows: ~30 ms at 100k
+        chunks with a date filter). A word in more rows (left out by the budget, or a stopword) is kept as None:
+        FTS5 answers for it."""
+        if len(t.fetched) + len(missing) > FETCHED_MAX:
             t.fetched.clear()
         conn = self.store.conn
         if id(conn) not in self._vocab_on:
@@ -125,11 +129,14 @@ class CommonWords(HeldInRam):
                 conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{name}_instances USING fts5vocab(main, {name}, "
                              "'instance')")
             self._vocab_on.add(id(conn))
-        posting = None
-        if keyword._count(conn, table, term.fts(), t.floor + 1) <= t.floor:  # stops counting past the floor
-            posting = _posting(t.ids, conn.execute(_INSTANCES_SQL[table], (token, -1)).fetchall())
-        t.fetched[token] = posting
-        return posting
+        rare = [token for token, term in missing.items()
+                if keyword._count(conn, table, term.fts(), t.floor + 1) <= t.floor]  # stops counting past the floor
+        rows_of: dict[str, list] = {token: [] for token in rare}
+        if rare:
+            for token, doc, count in conn.execute(_INSTANCES_SQL[table].format(marks=",".join("?" * len(rare))), rare):
+                rows_of[token].append((doc, count))
+        for token in missing:
+            t.fetched[token] = _posting(t.ids, rows_of[token]) if token in rows_of else None
 
     def rank(self, table: str, terms: list[Term], anded: bool, limit: int,
              passing: dict[str, np.ndarray] | None = None) -> list[tuple[int, float]] | None:
@@ -284,18 +291,18 @@ def _read(conn: Any, table: str, min_docs: int, budget: int) -> _Table:
             continue
         if held + docs > budget:
             continue
-        rows = conn.execute(_INSTANCES_SQL[table], (token, -1)).fetchall()
-        t.words[token] = _posting(ids, rows)
+        rows = conn.execute(_INSTANCES_SQL[table].format(marks="?"), (token,)).fetchall()
+        t.words[token] = _posting(ids, [r[1:] for r in rows])
         held += len(rows)
     return t
 
 
 def _instances_sql(table: str) -> str:
-    """A token's rows and its weighted count in each (the table's bm25() weights), by rowid; parameters: the token,
-    at most how many rows (-1: all)."""
+    """Tokens' rows and their weighted count in each (the table's bm25() weights), by token and rowid; `marks`: a
+    placeholder per token."""
     weight = " ".join(f"WHEN '{c}' THEN {w!r}" for c, w in WEIGHTS[table].items())
-    return (f"SELECT doc, sum(CASE col {weight} ELSE 0.0 END) FROM temp.{table}_instances WHERE term = ? "
-            "GROUP BY doc ORDER BY doc LIMIT ?")
+    return (f"SELECT term, doc, sum(CASE col {weight} ELSE 0.0 END) FROM temp.{table}_instances "
+            "WHERE term IN ({marks}) GROUP BY term, doc ORDER BY term, doc")
 
 
 _INSTANCES_SQL = {table: _instances_sql(table) for table in (CHUNKS, ITEMS)}
