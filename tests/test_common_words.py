@@ -94,6 +94,7 @@ def test_a_rarer_word_is_read_once_when_asked_for_and_ranked_as_fts5_ranks_it(in
     common = [w for w in WORDS if rows[w] > 100]
     assert len(rarer) >= 3 and common, rows
     statements: list[str] = []
+    stamp = held.stamp()
     store.conn.set_trace_callback(statements.append)
     try:
         for table in (keyword.CHUNKS, keyword.ITEMS):
@@ -109,6 +110,8 @@ def test_a_rarer_word_is_read_once_when_asked_for_and_ranked_as_fts5_ranks_it(in
         assert not [s for s in statements if "instances" in s and not s.startswith("--")]  # each read once
     finally:
         store.conn.set_trace_callback(None)
+    # reading them (fts5vocab tables in TEMP on the index's connection) is no change of the index: nothing is re-read
+    assert held.stamp() == stamp and held.ready()
     assert held.rank(keyword.CHUNKS, keyword.parse_terms(f'{common[0]} "budget meeting"'), True, 10) is None
     for anded in (True, False):  # a word in no row, alone or ORed with held ones
         for query in ("xylophonezz", f"xylophonezz {common[0]}"):

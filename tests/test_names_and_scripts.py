@@ -162,3 +162,24 @@ def test_an_english_model_leaves_a_chinese_query_to_the_keywords(store, builtin_
     assert "vector" not in result.hits[0].item_ranks
     english = SearchEngine(store, builtin_embedder).search(SearchRequest("modal dialog"))
     assert not (english.vector_plan or "").startswith("skipped")
+
+
+def test_names_are_stemmed_once_per_thread_and_match_as_before(store, builtin_embedder):
+    """titles._stems keeps each text's stems (names come back query after query): a second search of the same words
+    stems nothing again, and its names list is the first one's."""
+    from rag_search.retrieval import titles
+
+    notes(store, builtin_embedder)
+    engine = SearchEngine(store, builtin_embedder)
+    query = "how to use tags to organize notes"
+    titles._known_stems().clear()
+    first = engine.search(SearchRequest(query, mode="keyword"))
+    assert any(h.item_ranks.get("title") for h in first.hits)  # the names list found some
+    inserted: list[str] = []
+    titles._stemmer().set_trace_callback(lambda s: inserted.append(s) if s.startswith("INSERT") else None)
+    try:
+        again = engine.search(SearchRequest(query, mode="keyword"))
+    finally:
+        titles._stemmer().set_trace_callback(None)
+    assert not inserted
+    assert [(h.key, h.item_ranks.get("title")) for h in again.hits] == [(h.key, h.item_ranks.get("title")) for h in first.hits]

@@ -98,16 +98,43 @@ def _stems(conn: Any, texts: dict[int, str]) -> dict[int, list[str]]:
     """Each text's tokens as the index stems them (porter unicode61), in order, read back through fts5vocab from a
     private in-memory database (`_stemmer`): exactly what MATCH compares, without a statement per term and name.
     `conn` (the index's) is not written: see _stemmer."""
-    probe = _stemmer()
+    known = _known_stems()
     out: dict[int, list[str]] = {}
+    todo = {}
+    for key, text in texts.items():
+        stems = known.get(text)
+        if stems is None:
+            todo[key] = text
+        elif stems:
+            out[key] = stems
+    if not todo:
+        return out
+    probe = _stemmer()
+    fresh: dict[int, list[str]] = {}
     probe.execute("BEGIN")
     try:
-        probe.executemany("INSERT INTO name_probe(rowid, name) VALUES (?, ?)", texts.items())
+        probe.executemany("INSERT INTO name_probe(rowid, name) VALUES (?, ?)", todo.items())
         for term, doc in probe.execute("SELECT term, doc FROM name_probe_vocab ORDER BY doc, offset"):
-            out.setdefault(doc, []).append(term)
+            fresh.setdefault(doc, []).append(term)
     finally:
         probe.execute("ROLLBACK")  # empty again for the next query
+    if len(known) + len(todo) > KNOWN_STEMS:
+        known.clear()
+    for key, text in todo.items():
+        known[text] = fresh.get(key, [])
+    out.update(fresh)
     return out
+
+
+KNOWN_STEMS = 50_000  # texts whose stems a thread keeps (names come back query after query; the tokenizer is fixed)
+
+
+def _known_stems() -> dict[str, list[str]]:
+    """This thread's texts already stemmed (text → its stems, [] for none)."""
+    known = getattr(_probes, "known", None)
+    if known is None:
+        known = _probes.known = {}
+    return known
 
 
 _probes = threading.local()
@@ -136,6 +163,8 @@ class _Fts5Lookups:
 def _holds(name_stems: list[str], term_stems: list[str]) -> bool:
     """The name holds the term: its stems in sequence (a phrase of several words, or one word)."""
     n = len(term_stems)
+    if n == 1:  # one word (most terms): a lookup, not a slice per position
+        return term_stems[0] in name_stems
     return n > 0 and any(name_stems[i:i + n] == term_stems for i in range(len(name_stems) - n + 1))
 
 
