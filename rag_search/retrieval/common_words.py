@@ -133,7 +133,8 @@ class CommonWords(HeldInRam):
                 if keyword._count(conn, table, term.fts(), t.floor + 1) <= t.floor]  # stops counting past the floor
         rows_of: dict[str, list] = {token: [] for token in rare}
         if rare:
-            for token, doc, count in conn.execute(_INSTANCES_SQL[table].format(marks=",".join("?" * len(rare))), rare):
+            for token, doc, count in conn.execute(_INSTANCES_MANY_SQL[table].format(marks=",".join("?" * len(rare))),
+                                                  rare):
                 rows_of[token].append((doc, count))
         for token in missing:
             t.fetched[token] = _posting(t.ids, rows_of[token]) if token in rows_of else None
@@ -291,21 +292,26 @@ def _read(conn: Any, table: str, min_docs: int, budget: int) -> _Table:
             continue
         if held + docs > budget:
             continue
-        rows = conn.execute(_INSTANCES_SQL[table].format(marks="?"), (token,)).fetchall()
-        t.words[token] = _posting(ids, [r[1:] for r in rows])
+        rows = conn.execute(_INSTANCES_SQL[table], (token,)).fetchall()
+        t.words[token] = _posting(ids, rows)
         held += len(rows)
     return t
 
 
-def _instances_sql(table: str) -> str:
-    """Tokens' rows and their weighted count in each (the table's bm25() weights), by token and rowid; `marks`: a
-    placeholder per token."""
+def _instances_sql(table: str, many: bool) -> str:
+    """A token's rows and its weighted count in each (the table's bm25() weights), by rowid (parameter: the token);
+    `many`: several tokens' (token, rowid, count), `{marks}` to fill with a placeholder per token (one term = ? seek
+    per held word reads them ~1.5x faster than IN: the load)."""
     weight = " ".join(f"WHEN '{c}' THEN {w!r}" for c, w in WEIGHTS[table].items())
-    return (f"SELECT term, doc, sum(CASE col {weight} ELSE 0.0 END) FROM temp.{table}_instances "
-            "WHERE term IN ({marks}) GROUP BY term, doc ORDER BY term, doc")
+    if many:
+        return (f"SELECT term, doc, sum(CASE col {weight} ELSE 0.0 END) FROM temp.{table}_instances "
+                "WHERE term IN ({marks}) GROUP BY term, doc ORDER BY term, doc")
+    return (f"SELECT doc, sum(CASE col {weight} ELSE 0.0 END) FROM temp.{table}_instances WHERE term = ? "
+            "GROUP BY doc ORDER BY doc")
 
 
-_INSTANCES_SQL = {table: _instances_sql(table) for table in (CHUNKS, ITEMS)}
+_INSTANCES_SQL = {table: _instances_sql(table, False) for table in (CHUNKS, ITEMS)}
+_INSTANCES_MANY_SQL = {table: _instances_sql(table, True) for table in (CHUNKS, ITEMS)}
 
 
 def _posting(ids: np.ndarray, rows: list) -> tuple[np.ndarray, np.ndarray]:
