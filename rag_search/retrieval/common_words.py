@@ -91,8 +91,9 @@ class CommonWords(HeldInRam):
         """What is held: words and rows per table, and the bytes."""
         return words_held(self._tables or {}, "lengths")
 
-    def held(self, table: str, terms: list[Term]) -> list[tuple[np.ndarray, np.ndarray]] | None:
-        """Each term's (positions, weighted counts), or None when one of them is not a held single word."""
+    def held(self, table: str, terms: list[Term], counted: Any = None) -> list[tuple[np.ndarray, np.ndarray]] | None:
+        """Each term's (positions, weighted counts), or None when one of them is not a held single word.
+        counted(term): its rows as the caller counted them already (keyword._df, up to one past its cap), or None."""
         tables = self._tables
         if tables is None or table not in tables:
             return None
@@ -106,7 +107,7 @@ class CommonWords(HeldInRam):
             tokens.append(token)
         missing = {token: term for token, term in zip(tokens, terms) if token not in t.words and token not in t.fetched}
         if missing:
-            self._fetch(t, table, missing)
+            self._fetch(t, table, missing, counted)
         out = []
         for token in tokens:
             posting = t.words.get(token) or t.fetched.get(token)
@@ -115,7 +116,7 @@ class CommonWords(HeldInRam):
             out.append(posting)
         return out
 
-    def _fetch(self, t: _Table, table: str, missing: dict[str, Term]) -> None:
+    def _fetch(self, t: _Table, table: str, missing: dict[str, Term], counted: Any = None) -> None:
         """Words in at most `floor` rows (rarer than those held), read from the index the first time a query asks
         for them and kept with what is held: a count of each that stops past the floor, then their rows in one
         statement (FTS5 ranking them beside held words, or under a filter, walked each of their rows: ~30 ms at 100k
@@ -129,8 +130,7 @@ class CommonWords(HeldInRam):
                 conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{name}_instances USING fts5vocab(main, {name}, "
                              "'instance')")
             self._vocab_on.add(id(conn))
-        rare = [token for token, term in missing.items()
-                if keyword._count(conn, table, term.fts(), t.floor + 1) <= t.floor]  # stops counting past the floor
+        rare = [token for token, term in missing.items() if _rows_of(conn, table, term, t.floor, counted) <= t.floor]
         rows_of: dict[str, list] = {token: [] for token in rare}
         if rare:
             for token, doc, count in conn.execute(_INSTANCES_MANY_SQL[table].format(marks=",".join("?" * len(rare))),
@@ -140,12 +140,13 @@ class CommonWords(HeldInRam):
             t.fetched[token] = _posting(t.ids, rows_of[token]) if token in rows_of else None
 
     def rank(self, table: str, terms: list[Term], anded: bool, limit: int,
-             passing: dict[str, np.ndarray] | None = None) -> list[tuple[int, float]] | None:
+             passing: dict[str, np.ndarray] | None = None, counted: Any = None) -> list[tuple[int, float]] | None:
         """(rowid, bm25) best first, as `SELECT rowid, bm25(...) ... MATCH <the terms> ORDER
         BY bm25, rowid LIMIT limit` returns them (ANDed or ORed); None when a term is not held (FTS5 answers).
         passing: per table, a flag per rowid of those a filter lets through (bit_matrix.BitMatrix.rows_passing): only those are
-        ranked (BM25 does not depend on the filter, so this is FTS5's ranking with the filter in its WHERE)."""
-        postings = self.held(table, terms)
+        ranked (BM25 does not depend on the filter, so this is FTS5's ranking with the filter in its WHERE).
+        counted: see held()."""
+        postings = self.held(table, terms, counted)
         if postings is None:
             return None
         t = self._tables[table]
@@ -238,6 +239,15 @@ class CommonWords(HeldInRam):
         finally:
             with self._lock:
                 self._loading = False
+
+
+def _rows_of(conn: Any, table: str, term: Term, floor: int, counted: Any = None) -> int:
+    """The term's rows, or floor + 1 when in more: the caller's count when it has one (keyword._df counts every query
+    term up to a higher cap), else one that stops past the floor."""
+    known = counted(term) if counted is not None else None
+    if known is not None:
+        return min(known, floor + 1)
+    return keyword._count(conn, table, term.fts(), floor + 1)
 
 
 def _last_write(path: Any) -> float:

@@ -187,7 +187,8 @@ def search(conn: Any, terms: list[Term], where: SqlFilter, limit: int, n_total: 
         if corpus is not None:
             return corpus.ranked(table, expression, where, limit)
         if held is not None and these is not None and (where.empty or passing is not None):
-            rows = held.rank(table, these, anded, limit, None if where.empty else passing)
+            rows = held.rank(table, these, anded, limit, None if where.empty else passing,
+                             counted=lambda t: df_cache.get(f"{table}:{COMMON_MIN_DOCS}:{t.text}"))
             if rows is not None:
                 return rows
         if split is not None and not rare:
