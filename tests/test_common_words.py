@@ -277,3 +277,23 @@ def test_a_servers_date_or_collection_filtered_search_of_common_words_ranks_noth
     assert compared > 100
     ranked = [s for s in statements if "bm25(chunks_fts" in s or "bm25(items_fts" in s]
     assert not ranked, ranked[:3]
+
+
+def test_the_rarer_words_kept_are_bounded_by_their_rows(index, monkeypatch):
+    """A long-running server forgets the rarer words it read once they hold more rows than the bound (then reads them
+    again when asked), and ranks as FTS5 throughout."""
+    from rag_search.retrieval import common_words
+
+    store, _ = index
+    held = CommonWords(store, min_docs=100)
+    held.ready()
+    assert held.wait(60)
+    rows = {w: len(_fts5(store.conn, keyword.CHUNKS, keyword.parse_terms(w), True, 10**6)) for w in WORDS}
+    rarer = [w for w in WORDS if 0 < rows[w] <= 100]
+    monkeypatch.setattr(common_words, "FETCHED_ROWS_MAX", min(rows[w] for w in rarer))
+    table = held._tables[keyword.CHUNKS]
+    for w in rarer * 2:
+        terms = keyword.parse_terms(w)
+        assert held.rank(keyword.CHUNKS, terms, True, 10) == _fts5(store.conn, keyword.CHUNKS, terms, True, 10), w
+        assert table.fetched_rows <= 2 * max(rows[x] for x in rarer)  # cleared before it grows past the bound
+    assert len(table.fetched) < len(rarer)

@@ -38,7 +38,9 @@ from rag_search.retrieval.held import HeldInRam, words_held
 from rag_search.retrieval.keyword import CHUNKS, ITEMS, STOPWORDS, WEIGHTS, Term
 
 POSTINGS_MAX = 6_000_000  # word-rows held per table at most (8 bytes each)
-FETCHED_MAX = 20_000  # rarer words read for queries and kept, per table (each in at most `floor` rows), then forgotten
+# rarer words read for queries and kept per table, then forgotten: at most this many words, and this many of their
+# rows (8 bytes each: 16 MB; a word holds at most `floor` rows, most a few dozen)
+FETCHED_MAX, FETCHED_ROWS_MAX = 20_000, 2_000_000
 # Held: words in more rows than a fifth of keyword.COMMON_MIN_DOCS (1,000), so a query's rarer words (those kept
 # when common ones are dropped: up to 5,000 rows, 10-20 ms of FTS5 ranking for chunks and items) come from RAM too
 FLOOR_SHARE = 5
@@ -57,6 +59,7 @@ class _Table:
     words: dict[str, tuple[np.ndarray, np.ndarray]]  # token -> (positions in ids, ascending; weighted counts)
     floor: int = 0  # every word in more rows than this is held (unless past the budget)
     fetched: dict[str, tuple[np.ndarray, np.ndarray] | None] = field(default_factory=dict)  # rarer words read since
+    fetched_rows: int = 0  # their rows
 
 
 class CommonWords(HeldInRam):
@@ -122,8 +125,9 @@ class CommonWords(HeldInRam):
         statement (FTS5 ranking them beside held words, or under a filter, walked each of their rows: ~30 ms at 100k
         chunks with a date filter). A word in more rows (left out by the budget, or a stopword) is kept as None:
         FTS5 answers for it."""
-        if len(t.fetched) + len(missing) > FETCHED_MAX:
+        if len(t.fetched) + len(missing) > FETCHED_MAX or t.fetched_rows > FETCHED_ROWS_MAX:
             t.fetched.clear()
+            t.fetched_rows = 0
         conn = self.store.conn
         if id(conn) not in self._vocab_on:
             for name in (CHUNKS, ITEMS):
@@ -138,6 +142,7 @@ class CommonWords(HeldInRam):
                 rows_of[token].append((doc, count))
         for token in missing:
             t.fetched[token] = _posting(t.ids, rows_of[token]) if token in rows_of else None
+            t.fetched_rows += len(rows_of.get(token, ()))
 
     def rank(self, table: str, terms: list[Term], anded: bool, limit: int,
              passing: dict[str, np.ndarray] | None = None, counted: Any = None) -> list[tuple[int, float]] | None:
