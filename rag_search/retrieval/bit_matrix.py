@@ -194,7 +194,6 @@ class DateTest:
         return self.facts.ids[self._mask(self.facts.ts)]
 
 
-
 class BitMatrix(HeldInRam):
     thread_name = "bit-matrix"
 
@@ -292,21 +291,20 @@ class BitMatrix(HeldInRam):
 
     def date_test(self, filters: Any) -> DateTest | None:
         """A filter of dates only (collections aside), tested on the chunks' times in RAM; else None."""
-        plain = filters.without_collections()
-        if plain != type(plain)(date_from=plain.date_from, date_to=plain.date_to,
-                                include_undated=plain.include_undated) or plain.is_empty():
+        plain = _dates_of(filters)
+        if plain is None or plain.is_empty():
             return None
         assert self._facts is not None
         return DateTest(self._facts, plain.date_from, plain.date_to, plain.include_undated)
 
     def rows_passing(self, filters: Any, collection_ids: tuple[int, ...]) -> dict[str, np.ndarray] | None:
         """A filter of dates and collections only as, per FTS5 table, a flag per rowid of those it lets through
-        (indexed by rowid; a rowid past the end does not pass), from the facts in RAM; None for any other filter.
+        (indexed by rowid; a rowid past the end does not pass), from the facts in RAM; None for any other
+        filter.
         As keyword.keyword_sql applies it: a chunk by its own time and collection; an item by its collection alone
         when only collections are asked for, else when one of its chunks passes."""
-        plain = filters.without_collections()
-        dates_only = type(plain)(date_from=plain.date_from, date_to=plain.date_to, include_undated=plain.include_undated)
-        if plain != dates_only or (plain.is_empty() and not collection_ids):
+        plain = _dates_of(filters)
+        if plain is None or (plain.is_empty() and not collection_ids):
             return None
         facts = self._facts
         assert facts is not None
@@ -357,8 +355,9 @@ class BitMatrix(HeldInRam):
 
 
 def _read_facts(conn: Any) -> _Facts:
-    """Each chunk's item, cache row, time and collection; each item's collection. Of several cached vectors of equivalent embedders (store/vectors.py
-    EQUIVALENT) the one fetch_vectors' join returns last is taken: the greatest embedder id."""
+    """Each chunk's item, cache row, time and collection; each item's collection. Of several cached vectors of
+    equivalent embedders (store/vectors.py EQUIVALENT) the one fetch_vectors' join returns last is taken: the greatest
+    embedder id."""
     from rag_search.store.vectors import equal_ids, recorded_embedder
 
     recorded = recorded_embedder(conn)
@@ -366,8 +365,8 @@ def _read_facts(conn: Any) -> _Facts:
     marks = ",".join("?" * len(ids)) or "NULL"
     rows = conn.execute(
         f"SELECT c.id, c.item_id, coalesce((SELECT e.id FROM embedding_cache e WHERE e.embedder_id IN ({marks}) "
-        "AND e.text_hash = c.content_hash ORDER BY e.embedder_id DESC LIMIT 1), -1), c.ts, c.collection_id FROM chunks c "
-        "ORDER BY c.id",
+        "AND e.text_hash = c.content_hash ORDER BY e.embedder_id DESC LIMIT 1), -1), c.ts, c.collection_id "
+        "FROM chunks c ORDER BY c.id",
         ids).fetchall()
     table = np.array([r[:3] + (r[4],) for r in rows], dtype=np.int64).reshape(-1, 4)
     ts = np.array([np.nan if r[3] is None else r[3] for r in rows], dtype=np.float64)
@@ -376,6 +375,13 @@ def _read_facts(conn: Any) -> _Facts:
     return _Facts(np.ascontiguousarray(table[:, 0]), np.ascontiguousarray(table[:, 1]),
                   np.ascontiguousarray(table[:, 2]), ts, np.ascontiguousarray(table[:, 3]),
                   np.ascontiguousarray(items[:, 0]), np.ascontiguousarray(items[:, 1]))
+
+
+def _dates_of(filters: Any) -> Any:
+    """The filters without their collections when nothing but dates is left (maybe nothing at all), else None."""
+    plain = filters.without_collections()
+    dates = type(plain)(date_from=plain.date_from, date_to=plain.date_to, include_undated=plain.include_undated)
+    return plain if plain == dates else None
 
 
 def _flags(ids: np.ndarray) -> np.ndarray:

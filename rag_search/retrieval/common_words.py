@@ -74,7 +74,6 @@ class CommonWords(HeldInRam):
         self.min_docs, self.budget = min_docs, budget
         self._tables: dict[str, _Table] | None = None
         self._tokens: dict[str, str | None] = {}  # a term's text -> its one token (None: not a single token)
-        self._vocab_on: set[int] = set()  # connections with the fts5vocab tables _fetch reads
         self._masks: dict[str, tuple[np.ndarray, _Table, np.ndarray]] = {}  # per table: flags, table, _mask's
         self.quiet = REREAD_QUIET_S
 
@@ -128,12 +127,9 @@ class CommonWords(HeldInRam):
         if len(t.fetched) + len(missing) > FETCHED_MAX or t.fetched_rows > FETCHED_ROWS_MAX:
             t.fetched.clear()
             t.fetched_rows = 0
-        conn = self.store.conn
-        if id(conn) not in self._vocab_on:
-            for name in (CHUNKS, ITEMS):
-                conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{name}_instances USING fts5vocab(main, {name}, "
-                             "'instance')")
-            self._vocab_on.add(id(conn))
+        conn = self.store.conn  # fts5vocab in TEMP: no change of the index (its stamp stays: test_common_words)
+        conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{table}_instances USING fts5vocab(main, {table}, "
+                     "'instance')")
         rare = [token for token, term in missing.items() if _rows_of(conn, table, term, t.floor, counted) <= t.floor]
         rows_of: dict[str, list] = {token: [] for token in rare}
         if rare:
@@ -148,8 +144,8 @@ class CommonWords(HeldInRam):
              passing: dict[str, np.ndarray] | None = None, counted: Any = None) -> list[tuple[int, float]] | None:
         """(rowid, bm25) best first, as `SELECT rowid, bm25(...) ... MATCH <the terms> ORDER
         BY bm25, rowid LIMIT limit` returns them (ANDed or ORed); None when a term is not held (FTS5 answers).
-        passing: per table, a flag per rowid of those a filter lets through (bit_matrix.BitMatrix.rows_passing): only those are
-        ranked (BM25 does not depend on the filter, so this is FTS5's ranking with the filter in its WHERE).
+        passing: per table, a flag per rowid of those a filter lets through (bit_matrix.BitMatrix.rows_passing): only
+        those are ranked (BM25 does not depend on the filter, so this is FTS5's ranking with the filter in its WHERE).
         counted: see held()."""
         postings = self.held(table, terms, counted)
         if postings is None:

@@ -107,7 +107,7 @@ class SearchEngine:
         self.split = SplitRanker(self.second) if bits_in_ram else None  # large keyword-only rankings in two halves
         self.common_words = CommonWords(store) if bits_in_ram else None  # the most common words' rows, in RAM
         self._held: CommonWords | None = None  # during retrieve: common_words, when current
-        self._passing: dict | None = None  # during retrieve: a date filter's rowids per FTS5 table (_held_passing)
+        self._passing: dict | None = None  # during retrieve: a date/collection filter's rowid flags (_held_passing)
         self._beside = threading.local()  # .conn: the connection of work running beside the keyword side
         self.embedder = embedder
         self.settings = settings or SearchSettings()
@@ -364,7 +364,7 @@ class SearchEngine:
         collections held with the bits), so that common words held in RAM are ranked there under it too (100k
         chunks, a date filter: the keyword stage's p95 46-50 -> 8 ms); None for any other filter, or without both in
         RAM."""
-        if self._held is None or not self._ram or (filters.is_empty() and not coll_ids):
+        if self._held is None or not self._ram:
             return None
         return self.bit_matrix.rows_passing(filters, coll_ids)
 
