@@ -188,7 +188,7 @@ def test_the_server_paths_shortcuts_return_what_the_plain_paths_return(index, se
 
 def test_a_hybrid_search_reads_each_chunks_text_once(server):
     """The reranker reads its candidates' chunk rows and the hits reuse them (retrieval/chunk_rows.py): no chunk's
-    text is read twice in one search. The hits used to read their chunks again, ~30 rows a search."""
+    text is read twice in one search. The hits used to read their ~30 rows again; ~21 of them the reranker had read."""
     import json
     import re
 
