@@ -57,6 +57,12 @@ class SyntheticQueryEmbedder:
         return np.stack([self.embed_query(t) for t in texts])
 
 
+def vectors_held(engine: SearchEngine) -> str:
+    """', float vectors (N MB)' when the server holds them too (search.vectors_in_ram_mb)."""
+    held = getattr(engine.bit_matrix, "vectors_held", 0)  # 0: none, or code from before held_vectors.py (--compare)
+    return f" and float vectors ({held / 2**20:.0f} MB)" if held else ""
+
+
 def open_db(n: int, base: np.ndarray) -> Store:
     OUT.mkdir(exist_ok=True)
     path = OUT / f"synthetic-v3-{n}.db"
@@ -186,7 +192,7 @@ def main() -> None:
         held = f"common words read into RAM in {time.perf_counter() - t0:.1f} s ({common.size()}); " \
             if common is not None and common.wait() else ""
         print(f"\n{n:,} chunks ({args.queries} queries x {args.repeats} repeats, median of per-repeat percentiles); "
-              f"sign bits read into RAM in {bits_s:.1f} s; {held}{load()}")
+              f"sign bits{vectors_held(ram)} read into RAM in {bits_s:.1f} s; {held}{load()}")
         engines = {"sqlite": ("sqlite-vec binary KNN (CLI)", SearchEngine(store, embedder)),
                    "ram": ("bits in RAM (local-rag serve)", ram)}
         for path in args.paths:

@@ -93,6 +93,13 @@ class SearchSettings(_Section):
                     "model on your Ollama server), 'off'.",
     )
     rerank_top: int = Field(30, ge=2, le=200, description="How many fused items the reranker reorders.")
+    vectors_in_ram_mb: int = Field(
+        256, ge=0,
+        description="A server (`local-rag serve`, the MCP server) keeps every chunk's float vector in RAM when they "
+                    "fit in this many MiB (1,536 bytes a chunk at 384 dimensions: 100k chunks take 154 MB); searches "
+                    "then read none from the index. 0: read them from the index. Applied when the server (re)reads "
+                    "its sign bits.",
+    )
 
     @field_validator("reranker", mode="before")
     @classmethod

@@ -325,7 +325,7 @@ def test_a_widened_vector_search_computes_distances_once_and_reads_each_vector_o
     from rag_search.retrieval import bit_matrix
     from rag_search.store import vectors
 
-    settings = SearchSettings(candidates=12)
+    settings = SearchSettings(candidates=12, vectors_in_ram_mb=0)  # the float vectors read from the index
     ram = SearchEngine(crowded, fake_embedder, settings, bits_in_ram=True)
     fresh = SearchEngine(crowded, fake_embedder, settings, bits_in_ram=True)  # the same, each round from scratch
     assert ram.bit_matrix.wait(60) and fresh.bit_matrix.wait(60)

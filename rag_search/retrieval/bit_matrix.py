@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from rag_search.retrieval import held_vectors
 from rag_search.retrieval.held import HeldInRam
 
 # Hamming candidates per wanted one that the query's float vector re-orders by its dot product with their signs
@@ -197,10 +198,13 @@ class DateTest:
 class BitMatrix(HeldInRam):
     thread_name = "bit-matrix"
 
-    def __init__(self, store: Any):
+    def __init__(self, store: Any, vectors_mb: float = 0):
+        """vectors_mb: also hold every chunk's float vector (held_vectors.py) when they fit in this many MiB."""
         super().__init__(store)
+        self.vectors_budget = int(vectors_mb * 2**20)
         self._bits: _Bits | None = None
         self._facts: _Facts | None = None
+        self._vectors: held_vectors.HeldVectors | None = None
         self._passing: dict[tuple, dict[str, np.ndarray]] = {}  # rows_passing's, per filter (emptied with new facts)
 
     def ready(self, stamp: tuple[int, int] | None = None) -> bool:
@@ -289,6 +293,20 @@ class BitMatrix(HeldInRam):
         has = cache >= 0
         return dict(zip(np.asarray(chunk_ids, dtype=np.int64)[known][has].tolist(), cache[has].tolist()))
 
+    def vectors_of(self, chunk_ids: list[int]) -> dict[int, np.ndarray]:
+        """chunk id -> its float vector, for the given chunks whose vectors are held in RAM (none if none are)."""
+        facts, held = self._facts, self._vectors
+        if held is None or facts is None or not chunk_ids:
+            return {}
+        known, rows = facts.lookup(chunk_ids)
+        have, matrix = held.of(rows)
+        return dict(zip(np.asarray(chunk_ids, dtype=np.int64)[known[have]].tolist(), matrix))
+
+    @property
+    def vectors_held(self) -> int:
+        """Bytes of float vectors held (0: none: over the budget, or not read yet)."""
+        return self._vectors.nbytes if self._vectors is not None else 0
+
     def date_test(self, filters: Any) -> DateTest | None:
         """A filter of dates only (collections aside), tested on the chunks' times in RAM; else None."""
         plain = _dates_of(filters)
@@ -339,6 +357,7 @@ class BitMatrix(HeldInRam):
                 rows = conn.execute("SELECT chunk_id, collection_id, embedding_bits FROM chunk_vec").fetchall()
                 centre = bits_centre(conn)  # a re-embed in between changes the stamp: this load is then dropped
                 facts = _read_facts(conn)
+                vectors = held_vectors.read(conn, facts.cache_rows, self.vectors_budget)
                 conn.execute("COMMIT")
             finally:
                 conn.close()
@@ -346,7 +365,8 @@ class BitMatrix(HeldInRam):
             bits.centre = centre
             with self.store.lock:
                 if not getattr(self.store, "closed", False) and self.stamp() == stamp:  # nothing written meanwhile
-                    self._bits, self._facts, self._stamp, self._passing = bits, facts, stamp, {}
+                    self._bits, self._facts, self._vectors, self._stamp = bits, facts, vectors, stamp
+                    self._passing = {}
         except Exception:  # the database is busy or gone: queries keep using sqlite-vec
             pass
         finally:

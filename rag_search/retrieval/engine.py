@@ -102,7 +102,8 @@ class SearchEngine:
                  reranker: Reranker | None = None, bits_in_ram: bool = False):
         """bits_in_ram: keep every vector's sign bits in RAM for candidate generation (long-running servers)."""
         self.store = store
-        self.bit_matrix = BitMatrix(store) if bits_in_ram else None
+        self.settings = settings or SearchSettings()
+        self.bit_matrix = BitMatrix(store, self.settings.vectors_in_ram_mb) if bits_in_ram else None
         self.second = SecondConnection(store) if bits_in_ram else None  # work beside the index's connection
         self.split = SplitRanker(self.second) if bits_in_ram else None  # large keyword-only rankings in two halves
         self.common_words = CommonWords(store) if bits_in_ram else None  # the most common words' rows, in RAM
@@ -110,7 +111,6 @@ class SearchEngine:
         self._passing: dict | None = None  # during retrieve: a date/collection filter's rowid flags (_held_passing)
         self._beside = threading.local()  # .conn: the connection of work running beside the keyword side
         self.embedder = embedder
-        self.settings = settings or SearchSettings()
         self.reranker = reranker if reranker is not None else load_reranker(self.settings)
         self._df_cache: dict[str, int] = {}
         self._df_cache_size = -1
@@ -469,8 +469,12 @@ class SearchEngine:
         conn, bits = self._vconn, self.bit_matrix
         dates = bits.date_test(filters) if filters is not None else None
 
-        def rescore(rows: list) -> list[tuple[int, float]]:  # float vectors read by their cache rows
-            return vector.rescore(conn, qvec, rows, limit, eid, bits.cache_rows([c for c, _ in rows]), vectors,
+        floats = vectors if vectors is not None else {}
+
+        def rescore(rows: list) -> list[tuple[int, float]]:  # float vectors held in RAM, else read by their cache rows
+            floats.update(bits.vectors_of([c for c, _ in rows if c not in floats]))
+            missing = [c for c, _ in rows if c not in floats]
+            return vector.rescore(conn, qvec, rows, limit, eid, bits.cache_rows(missing) if missing else None, floats,
                                   bits.centre_of())
 
         qbits = vector.query_bits(conn, qvec, bits.centre_of())
@@ -524,7 +528,10 @@ class SearchEngine:
         missing = [c for c in dict.fromkeys(chunk_ids) if c not in got.vectors]
         if self.bit_matrix is None or got.query_vector is None or not missing or not self.bit_matrix.ready(self._now):
             return
-        got.vectors.update(fetch_vectors(self.store.conn, [], None, self.bit_matrix.cache_rows(missing)))
+        got.vectors.update(self.bit_matrix.vectors_of(missing))
+        missing = [c for c in missing if c not in got.vectors]
+        if missing:
+            got.vectors.update(fetch_vectors(self.store.conn, [], None, self.bit_matrix.cache_rows(missing)))
 
     def candidates(self, query: str, head: list[FusedItem], got: Retrieved,
                    corpus: Corpus | None = None) -> list[Candidate]:
