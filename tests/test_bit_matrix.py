@@ -317,15 +317,20 @@ def crowded(store, fake_embedder, monkeypatch):
     return store
 
 
+@pytest.mark.parametrize("held", [False, True])
 def test_a_widened_vector_search_computes_distances_once_and_reads_each_vector_once(crowded, fake_embedder,
-                                                                                     monkeypatch):
+                                                                                     monkeypatch, held):
     """Widening (the nearest chunks hold too few items) reuses the first round's Hamming distances and sign scores
-    and reads only the float vectors it lacks; what it finds is what a search without that reuse finds."""
+    and reads only the float vectors it lacks (none when the server holds them: retrieval/held_vectors.py); what it
+    finds is what a search without that reuse finds, and what a server reading the vectors finds."""
     from rag_search.config import SearchSettings
     from rag_search.retrieval import bit_matrix
     from rag_search.store import vectors
 
-    settings = SearchSettings(candidates=12, vectors_in_ram_mb=0)  # the float vectors read from the index
+    settings = SearchSettings(candidates=12, vectors_in_ram_mb=256 if held else 0)  # 0: read from the index
+    reading = SearchEngine(crowded, fake_embedder, SearchSettings(candidates=12, vectors_in_ram_mb=0),
+                           bits_in_ram=True)
+    assert reading.bit_matrix.wait(60)
     ram = SearchEngine(crowded, fake_embedder, settings, bits_in_ram=True)
     fresh = SearchEngine(crowded, fake_embedder, settings, bits_in_ram=True)  # the same, each round from scratch
     assert ram.bit_matrix.wait(60) and fresh.bit_matrix.wait(60)
@@ -346,6 +351,7 @@ def test_a_widened_vector_search_computes_distances_once_and_reads_each_vector_o
         got = [h.key for h in ram.search(SearchRequest(query, mode="semantic", top_k=12)).hits]
         assert len(rounds) >= 2 and rounds[1] > rounds[0], (query, rounds)  # it widened
         assert scans == [320]  # the distances of every chunk, once
-        assert len(read) == len(set(read))  # no float vector read twice
+        assert len(read) == len(set(read)) and (not read) == held  # no float vector read twice; none if held
         assert sum(scored) <= 320  # no row's sign scored twice
         assert got == [h.key for h in fresh.search(SearchRequest(query, mode="semantic", top_k=12)).hits], query
+        assert got == [h.key for h in reading.search(SearchRequest(query, mode="semantic", top_k=12)).hits], query

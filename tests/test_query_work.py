@@ -181,6 +181,7 @@ def test_the_server_paths_shortcuts_return_what_the_plain_paths_return(index, se
     assert plain.bit_matrix.wait(60)
     plain.bit_matrix.cache_rows = lambda chunk_ids: {}
     plain.bit_matrix.vectors_of = lambda chunk_ids: {}
+    plain.bit_matrix.rescore = lambda rows, query, limit: None
     plain.bit_matrix.date_test = lambda filters: None
     for case, (mode, filters) in CASES.items():
         for query in QUERIES:

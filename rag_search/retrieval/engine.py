@@ -472,6 +472,9 @@ class SearchEngine:
         floats = vectors if vectors is not None else {}
 
         def rescore(rows: list) -> list[tuple[int, float]]:  # float vectors held in RAM, else read by their cache rows
+            held = bits.rescore(rows, rqvec, limit)
+            if held is not None:
+                return held
             floats.update(bits.vectors_of([c for c, _ in rows if c not in floats]))
             missing = [c for c, _ in rows if c not in floats]
             return vector.rescore(conn, qvec, rows, limit, eid, bits.cache_rows(missing) if missing else None, floats,
