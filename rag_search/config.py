@@ -96,9 +96,9 @@ class SearchSettings(_Section):
     vectors_in_ram_mb: int = Field(
         256, ge=0,
         description="A server (`local-rag serve`, the MCP server) keeps every chunk's float vector in RAM when they "
-                    "fit in this many MiB (1,536 bytes a chunk at 384 dimensions: 100k chunks take 154 MB); searches "
-                    "then read none from the index. 0: read them from the index. Applied when the server (re)reads "
-                    "its sign bits.",
+                    "fit in this many MiB (1,536 bytes a chunk at 384 dimensions: 100k chunks take 147 MB); searches "
+                    "then read none from the index, with the same results. 0: read them from the index. Applied when "
+                    "the server (re)reads its sign bits.",
     )
 
     @field_validator("reranker", mode="before")

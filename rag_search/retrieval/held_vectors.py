@@ -1,11 +1,12 @@
 """A server's float vectors in RAM when they fit its budget (`search.vectors_in_ram_mb`).
 
 Rescoring a query's binary candidates and the reranker's distances then read no vector from the index: 300 vectors
-by their embedding-cache rows took ~2.5 ms of SQLite at 100k chunks (more on the queries that widen), from RAM
-~0.05 ms. Read with the sign bits and the facts (bit_matrix.py), from the same snapshot, and valid while they are.
+by their embedding-cache rows took ~2.5 ms of SQLite at 100k chunks (more on the queries that widen); rescored from
+RAM (BitMatrix.rescore) ~0.5 ms. Read with the sign bits and the facts (bit_matrix.py), from the same snapshot, and
+valid while they are.
 
 They are the index's float32 vectors, unrounded, so a server ranks exactly as the CLI does (its output is compared
-byte for byte: tests/test_cli_server.py). 384 dimensions take 1,536 bytes a chunk, 154 MB at 100k chunks; an index
+byte for byte: tests/test_cli_server.py). 384 dimensions take 1,536 bytes a chunk, 147 MB at 100k chunks; an index
 larger than the budget keeps reading them from SQLite. (int16 steps of each vector's largest component would halve
 that, but a cosine then moves by ~1e-6 and scores printed to 6 decimals differ between the server and the CLI.)
 """
