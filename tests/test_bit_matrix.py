@@ -320,9 +320,10 @@ def crowded(store, fake_embedder, monkeypatch):
 @pytest.mark.parametrize("held", [False, True])
 def test_a_widened_vector_search_computes_distances_once_and_reads_each_vector_once(crowded, fake_embedder,
                                                                                      monkeypatch, held):
-    """Widening (the nearest chunks hold too few items) reuses the first round's Hamming distances and sign scores
-    and reads only the float vectors it lacks (none when the server holds them: retrieval/held_vectors.py); what it
-    finds is what a search without that reuse finds, and what a server reading the vectors finds."""
+    """Widening (the nearest chunks hold too few items) reuses the first round's Hamming distances, sign scores and
+    chunks' items, and reads only the float vectors it lacks (none when the server holds them:
+    retrieval/held_vectors.py); what it finds is what a search without that reuse finds, and what a server reading
+    the vectors finds."""
     from rag_search.config import SearchSettings
     from rag_search.retrieval import bit_matrix
     from rag_search.store import vectors
@@ -336,9 +337,11 @@ def test_a_widened_vector_search_computes_distances_once_and_reads_each_vector_o
     assert ram.bit_matrix.wait(60) and fresh.bit_matrix.wait(60)
     nearest = fresh.bit_matrix.nearest
     fresh.bit_matrix.nearest = lambda *a, memo=None, **kw: nearest(*a, **kw)
-    rounds, scans, scored, read = [], [], [], []
+    rounds, scans, scored, read, looked_up = [], [], [], [], []
     own = ram.bit_matrix.nearest
     ram.bit_matrix.nearest = lambda *a, **kw: rounds.append(a[1]) or own(*a, **kw)
+    items_of = ram.bit_matrix.items_of
+    ram.bit_matrix.items_of = lambda ids: looked_up.extend(ids) or items_of(ids)
     for name, log in (("distances", scans), ("sign_scores", scored)):
         method = getattr(bit_matrix._Bits, name)
         monkeypatch.setattr(bit_matrix._Bits, name, lambda self, q, rows, _m=method, _log=log: (
@@ -347,11 +350,12 @@ def test_a_widened_vector_search_computes_distances_once_and_reads_each_vector_o
     by_row = vectors._by_cache_row
     monkeypatch.setattr(vectors, "_by_cache_row", lambda conn, rows: read.extend(rows.values()) or by_row(conn, rows))
     for query in ("zebra quokka wombat", "kube proxy router", "lentil bread"):
-        rounds.clear(), scans.clear(), scored.clear(), read.clear()
+        rounds.clear(), scans.clear(), scored.clear(), read.clear(), looked_up.clear()
         got = [h.key for h in ram.search(SearchRequest(query, mode="semantic", top_k=12)).hits]
         assert len(rounds) >= 2 and rounds[1] > rounds[0], (query, rounds)  # it widened
         assert scans == [320]  # the distances of every chunk, once
         assert len(read) == len(set(read)) and (not read) == held  # no float vector read twice; none if held
         assert sum(scored) <= 320  # no row's sign scored twice
+        assert looked_up and len(looked_up) == len(set(looked_up))  # each chunk's item looked up once per search
         assert got == [h.key for h in fresh.search(SearchRequest(query, mode="semantic", top_k=12)).hits], query
         assert got == [h.key for h in reading.search(SearchRequest(query, mode="semantic", top_k=12)).hits], query

@@ -200,7 +200,9 @@ class SearchEngine:
                 beside.result()
             elif qvec is not None:
                 self._vector(qvec, request.filters, coll_ids, limit, result, got)
-            got.item_of = self._items_of([c for ids in got.chunk_rankings.values() for c in ids])
+            # each chunk's item (the vector side's rounds looked up theirs already)
+            got.item_of.update(self._items_of([c for ids in got.chunk_rankings.values() for c in ids
+                                               if c not in got.item_of]))
         finally:
             self._ram = self._held = self._passing = None
         for name, ids in got.chunk_rankings.items():
@@ -417,7 +419,8 @@ class SearchEngine:
                                     memo=memo)
             if len(rows) < depth or depth >= MAX_CHUNK_CANDIDATES:
                 break
-            found = len(set(self._items_of([cid for cid, _ in rows]).values()))
+            got.item_of.update(self._items_of([cid for cid, _ in rows if cid not in got.item_of]))  # kept for fusion
+            found = len({got.item_of[cid] for cid, _ in rows if cid in got.item_of})
             if found >= limit:
                 break
             # chunks of few items crowd the list: look further, as far as the items found so far suggest (a fixed
