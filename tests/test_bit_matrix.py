@@ -349,11 +349,13 @@ def test_a_widened_vector_search_computes_distances_once_and_reads_each_vector_o
             _m(self, q, rows))[1])
     by_row = vectors._by_cache_row
     monkeypatch.setattr(vectors, "_by_cache_row", lambda conn, rows: read.extend(rows.values()) or by_row(conn, rows))
+    histograms, histogram = [], bit_matrix._histogram
+    monkeypatch.setattr(bit_matrix, "_histogram", lambda dist: histograms.append(len(dist)) or histogram(dist))
     for query in ("zebra quokka wombat", "kube proxy router", "lentil bread"):
-        rounds.clear(), scans.clear(), scored.clear(), read.clear(), looked_up.clear()
+        rounds.clear(), scans.clear(), scored.clear(), read.clear(), looked_up.clear(), histograms.clear()
         got = [h.key for h in ram.search(SearchRequest(query, mode="semantic", top_k=12)).hits]
         assert len(rounds) >= 2 and rounds[1] > rounds[0], (query, rounds)  # it widened
-        assert scans == [320]  # the distances of every chunk, once
+        assert scans == [320] and histograms == [320]  # the distances of every chunk, and their histogram, once
         assert len(read) == len(set(read)) and (not read) == held  # no float vector read twice; none if held
         assert sum(scored) <= 320  # no row's sign scored twice
         assert looked_up and len(looked_up) == len(set(looked_up))  # each chunk's item looked up once per search

@@ -234,14 +234,14 @@ class BitMatrix(HeldInRam):
         collection_ids = tuple(dict.fromkeys(collection_ids))  # a collection named twice is still searched once
         key = (query_bits, collection_ids) if chunk_ids is None and memo is not None else None
         if key is not None and key in memo:
-            rows, dist, signs = memo[key]
+            rows, dist, signs, cum = memo[key]
         else:
             rows, dist = self._distances(bits, query_bits, collection_ids, chunk_ids)
-            signs = _SignScores(len(dist))
+            signs, cum = _SignScores(len(dist)), _histogram(dist)
             if key is not None:
-                memo[key] = rows, dist, signs
+                memo[key] = rows, dist, signs, cum
         wide = max(k, min(k * SHORTLIST, SHORTLIST_MAX)) if query is not None else k
-        part = _smallest(dist, wide)
+        part = _smallest(dist, wide, cum)
         order = part[np.lexsort((part, dist[part]))]  # nearest first; equal distance: the lower row first
         picked = order if rows is None else rows[order]
         if query is not None and len(picked) > k:
@@ -428,13 +428,18 @@ def _flags(ids: np.ndarray) -> np.ndarray:
     return flags
 
 
-def _smallest(dist: np.ndarray, k: int) -> np.ndarray:
+def _histogram(dist: np.ndarray) -> np.ndarray:
+    """How many distances are at most each value (_smallest's; kept for a query's wider round)."""
+    return np.cumsum(np.bincount(dist))
+
+
+def _smallest(dist: np.ndarray, k: int, cum: np.ndarray | None = None) -> np.ndarray:
     """Positions of the k smallest distances, ascending (ties at the boundary: the lower positions). Distances are
-    small integers, so a histogram finds the boundary (~3x faster than argpartition over 1M values), and one pass
-    lists the positions up to it."""
+    small integers, so a histogram (`cum`: _histogram's, if computed already) finds the boundary (~3x faster than
+    argpartition over 1M values), and one pass lists the positions up to it."""
     if len(dist) <= k:
         return np.arange(len(dist))
-    cum = np.cumsum(np.bincount(dist))
+    cum = _histogram(dist) if cum is None else cum
     edge = int(np.searchsorted(cum, k))  # the distance at which the k-th smallest lies
     near = np.flatnonzero(dist <= edge)
     at = dist[near] == edge
