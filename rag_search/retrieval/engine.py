@@ -184,7 +184,8 @@ class SearchEngine:
         self._ram = self.bit_matrix is not None and self.bit_matrix.ready(self._now)  # the bits in RAM serve it
         self._held = self._common_words_now()
         try:
-            vector_side = request.mode == "semantic" or (request.mode == "hybrid" and self._reads(request.query, result))
+            vector_side = request.mode == "semantic" or (request.mode == "hybrid"
+                                                         and self._reads(request.query, result))
             qvec = self._query_vector(request) if vector_side else None  # embedded beside the keyword side
             beside = None
             if qvec is not None and request.mode == "hybrid" and self._beside_ok():
