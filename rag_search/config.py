@@ -97,8 +97,8 @@ class SearchSettings(_Section):
         256, ge=0,
         description="A server (`local-rag serve`, the MCP server) keeps every chunk's float vector in RAM when they "
                     "fit in this many MiB (1,536 bytes a chunk at 384 dimensions: 100k chunks take 147 MB); searches "
-                    "then read none from the index, with the same results. 0: read them from the index. Applied when "
-                    "the server (re)reads its sign bits.",
+                    "then read none from the index, with the same results. 0: read them from the index. Read when "
+                    "the server starts.",
     )
 
     @field_validator("reranker", mode="before")
