@@ -25,6 +25,7 @@ import numpy as np
 
 from rag_search.retrieval import held_vectors
 from rag_search.retrieval.held import HeldInRam
+from rag_search.retrieval.vector import nearest_of
 
 # Hamming candidates per wanted one that the query's float vector re-orders by its dot product with their signs
 # (bench/query_latency.py prints recall: real-like vectors at 100k, 300 wanted: Hamming alone 0.905, with this
@@ -305,19 +306,17 @@ class BitMatrix(HeldInRam):
     def rescore(self, rows: list[tuple[int, Any]], query: np.ndarray, limit: int) -> list[tuple[int, float]] | None:
         """vector.rescore's ranking of these candidates (chunk id first) by the float vectors held, without reading
         them or building a dict of them (300 rows: 1.3 -> ~0.5 ms); None unless all of them are held. The same rows in
-        the same order (ascending id) go into the same product, so the similarities are the same to the bit."""
+        the same order (ascending id) go into the same product (vector.nearest_of), so the similarities are the same
+        to the bit. `query`: the ranking query (store.vectors.ranking_query)."""
         facts, held = self._facts, self._vectors
         if held is None or facts is None:
             return None
         ids = np.unique(np.fromiter((c for c, _ in rows), dtype=np.int64, count=len(rows)))
         known, positions = facts.lookup(ids)
-        at = held.index[positions]
-        if len(known) < len(ids) or (at < 0).any():
+        have, vectors = held.of(positions)
+        if len(have) < len(ids):
             return None
-        sims = held.matrix[at] @ query.astype(np.float32)
-        best = np.argsort(-sims, kind="stable")[:limit]  # equal similarity: the lower chunk id first
-        chunk_ids = ids.tolist()
-        return [(chunk_ids[j], float(1.0 - sims[j])) for j in best.tolist()]
+        return nearest_of(ids.tolist(), vectors, query, limit)
 
     @property
     def vectors_held(self) -> int:

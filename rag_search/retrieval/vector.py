@@ -107,6 +107,13 @@ def rescore(conn: Any, query: np.ndarray, rows: list, limit: int, embedder_id: s
     if not candidates:
         return []
     ids = sorted(candidates)
-    sims = np.stack([candidates[i] for i in ids]) @ ranking_query(query, centre).astype(np.float32)
-    best = np.argsort(-sims, kind="stable")[:limit]  # equal similarity: the lower chunk id first, whatever the order
+    return nearest_of(ids, np.stack([candidates[i] for i in ids]), ranking_query(query, centre), limit)
+
+
+def nearest_of(ids: list[int], vectors: np.ndarray, query: np.ndarray, limit: int) -> list[tuple[int, float]]:
+    """(chunk id, cosine distance) of the `limit` rows of `vectors` (one per id, ids ascending) most similar to the
+    ranking query; equal similarity: the lower chunk id first. Rescoring from SQLite and from the vectors a server
+    holds (BitMatrix.rescore) both end here, so they agree to the bit."""
+    sims = vectors @ query.astype(np.float32)
+    best = np.argsort(-sims, kind="stable")[:limit]
     return [(ids[j], float(1.0 - sims[j])) for j in best]
