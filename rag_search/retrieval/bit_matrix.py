@@ -305,7 +305,7 @@ class BitMatrix(HeldInRam):
 
     def rescore(self, rows: list[tuple[int, Any]], query: np.ndarray, limit: int) -> list[tuple[int, float]] | None:
         """vector.rescore's ranking of these candidates (chunk id first) by the float vectors held, without reading
-        them or building a dict of them (300 rows: 1.3 -> ~0.5 ms); None unless all of them are held. The same rows in
+        them or building a dict of them (300 rows: 1.3 -> 0.7-1 ms); None unless all of them are held. The same rows in
         the same order (ascending id) go into the same product (vector.nearest_of), so the similarities are the same
         to the bit. `query`: the ranking query (store.vectors.ranking_query)."""
         facts, held = self._facts, self._vectors
