@@ -176,6 +176,25 @@ def test_the_k_smallest_distances_by_histogram_match_a_full_sort():
         assert sorted(got.tolist()) == sorted(want.tolist())
 
 
+def test_the_best_sign_scores_by_partition_are_a_stable_sort_s_first_k():
+    """The shortlist's best k by sign score, found without sorting them all, are exactly a stable sort's first k:
+    ties (many here, and -0.0 beside 0.0) keep the lower position first, so the candidates never change."""
+    import numpy as np
+
+    from rag_search.retrieval.bit_matrix import _best_first
+
+    rng = np.random.default_rng(7)
+    for trial in range(400):
+        n, k = int(rng.integers(1, 6000)), int(rng.integers(1, 800))
+        scores = rng.standard_normal(n).astype(np.float32)
+        if trial % 3 == 1:
+            scores = np.round(scores, 1)
+        elif trial % 3 == 2:
+            scores = rng.integers(-2, 3, n).astype(np.float32)
+            scores[rng.integers(0, n, n // 3)] = -0.0
+        assert np.array_equal(_best_first(scores, k), np.argsort(-scores, kind="stable")[:k]), (n, k)
+
+
 def test_facet_only_filters_list_their_chunks_from_the_facet_index(tagged):
     from rag_search.retrieval.filters import build_where
 

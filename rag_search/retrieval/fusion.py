@@ -41,19 +41,24 @@ def _rrf(rankings: dict[str, list[int]], weights: dict[str, float], k: int,
     """rrf's (id, score, ranks), best first, without an object per id (a query fuses ~300 chunks: fuse_items)."""
     scores: dict[int, float] = {}
     ranks: dict[int, dict[str, int]] = {}
+    best: dict[int, int] = {}  # each id's best rank in any list (ties' order)
     for name, ids in rankings.items():
         weight = weights.get(name, 1.0)
         if weight <= 0:
             continue
         scale = (strengths or {}).get(name)
         for rank, id_ in enumerate(ids, start=1):
+            part = weight * (scale[id_] if scale else 1.0) / (k + rank)
             if id_ in scores:
-                scores[id_] += weight * (scale[id_] if scale else 1.0) / (k + rank)
+                scores[id_] += part
                 ranks[id_][name] = rank
+                if rank < best[id_]:
+                    best[id_] = rank
             else:
-                scores[id_] = 0.0 + weight * (scale[id_] if scale else 1.0) / (k + rank)
+                scores[id_] = 0.0 + part
                 ranks[id_] = {name: rank}
-    order = sorted(scores, key=lambda i: (-scores[i], min(ranks[i].values()), i))
+                best[id_] = rank
+    order = [i for _, _, i in sorted([(-v, best[i], i) for i, v in scores.items()])]
     return [(i, scores[i], ranks[i]) for i in order]
 
 
@@ -130,3 +135,4 @@ class Retrieved:
     names: dict[int, NameMatch] = field(default_factory=dict)  # item → its name the query best covers (titles.py)
     found_share: float = 1.0  # share of the query's terms the index holds (unmatched.py; 1.0 unless multilingual)
     rows: dict[int, tuple] = field(default_factory=dict)  # chunk rows read this query (chunk_rows.py)
+    terms: list = field(default_factory=list)  # the query's keyword.parse_terms (parsed once a search)
