@@ -18,8 +18,8 @@ their items from `chunks`, ~20 ms of CPU to join their vectors through `chunks.c
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, Callable
 
 import numpy as np
 
@@ -331,32 +331,39 @@ class BitMatrix(HeldInRam):
         assert self._facts is not None
         return DateTest(self._facts, plain.date_from, plain.date_to, plain.include_undated)
 
-    def rows_passing(self, filters: Any, collection_ids: tuple[int, ...]) -> dict[str, np.ndarray] | None:
-        """A filter of dates and collections only as, per FTS5 table, a flag per rowid of those it lets through
-        (indexed by rowid; a rowid past the end does not pass), from the facts in RAM; None for any other
-        filter.
-        As keyword.keyword_sql applies it: a chunk by its own time and collection; an item by its collection alone
-        when only collections are asked for, else when one of its chunks passes."""
-        plain = _dates_of(filters)
-        if plain is None or (plain.is_empty() and not collection_ids):
+    def rows_passing(self, filters: Any, collection_ids: tuple[int, ...],
+                     facet_ids: Callable[[], np.ndarray] | None = None) -> dict[str, np.ndarray] | None:
+        """A filter of dates, collections and facets (tags, metadata) only as, per FTS5 table, a flag per rowid of
+        those it lets through (indexed by rowid; a rowid past the end does not pass), from the facts in RAM; None for
+        any other filter (and for facets without `facet_ids`: it lists the chunk ids the filter's facets let through,
+        called once per filter while the index is unchanged).
+        As keyword.keyword_sql applies it: a chunk by its own time, collection and facets; an item by its collection
+        alone when only collections are asked for, else when one of its chunks passes."""
+        plain = _dates_of(filters, facets=facet_ids is not None)
+        facets = _facet_key(filters)
+        if plain is None or (plain.is_empty() and not collection_ids and not facets):
             return None
         facts = self._facts
         assert facts is not None
-        key = (plain.date_from, plain.date_to, plain.include_undated, tuple(sorted(collection_ids)))
+        key = (plain.date_from, plain.date_to, plain.include_undated, tuple(sorted(collection_ids)), facets)
         if key not in self._passing:  # a filter is often asked again (a page's filter while its query is typed)
+            ids = facet_ids() if facets and facet_ids is not None else None
             if len(self._passing) >= PASSING_KEPT:
                 self._passing.clear()
-            self._passing[key] = self._rows_passing(facts, plain, collection_ids)
+            self._passing[key] = self._rows_passing(facts, plain, collection_ids, ids)
         return self._passing[key]
 
     @staticmethod
-    def _rows_passing(facts: _Facts, plain: Any, collection_ids: tuple[int, ...]) -> dict[str, np.ndarray]:
+    def _rows_passing(facts: _Facts, plain: Any, collection_ids: tuple[int, ...],
+                      facet_ids: np.ndarray | None = None) -> dict[str, np.ndarray]:
         ok = np.ones(len(facts.ids), dtype=bool)
         if not plain.is_empty():
             ok &= DateTest(facts, plain.date_from, plain.date_to, plain.include_undated)._mask(facts.ts)
         if collection_ids:
             ok &= np.isin(facts.collections, collection_ids)
-        if plain.is_empty():  # where.item_sql: the item's own collection
+        if facet_ids is not None:
+            ok &= np.isin(facts.ids, facet_ids)
+        if plain.is_empty() and facet_ids is None:  # where.item_sql: the item's own collection
             items = facts.item_ids[np.isin(facts.item_collections, collection_ids)]
         else:
             items = facts.items[ok]
@@ -413,11 +420,21 @@ def _read_facts(conn: Any) -> _Facts:
                   np.ascontiguousarray(items[:, 0]), np.ascontiguousarray(items[:, 1]))
 
 
-def _dates_of(filters: Any) -> Any:
-    """The filters without their collections when nothing but dates is left (maybe nothing at all), else None."""
+def _dates_of(filters: Any, facets: bool = False) -> Any:
+    """The filters without their collections (and with `facets`, without their tags and metadata) when nothing but
+    dates is left (maybe nothing at all), else None."""
     plain = filters.without_collections()
+    if facets:
+        plain = replace(plain, tags=(), metadata={})
     dates = type(plain)(date_from=plain.date_from, date_to=plain.date_to, include_undated=plain.include_undated)
     return plain if plain == dates else None
+
+
+def _facet_key(filters: Any) -> tuple:
+    """What a filter asks of the chunks' facets (tags, metadata), hashable; () for nothing."""
+    if not filters.tags and not filters.metadata:
+        return ()
+    return filters.tags, repr(sorted(filters.metadata.items()))
 
 
 def _flags(ids: np.ndarray) -> np.ndarray:

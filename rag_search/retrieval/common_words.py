@@ -17,10 +17,11 @@ background thread on its own read-only connection (fts5vocab's instance table, ~
 100k chunks, ~65 s at 1M), and after any write searches go to FTS5 until it is read again (once writes settle).
 
 A word in fewer rows than the floor is read the first time a query asks for it (one small statement) and kept with
-the held ones, so an expression of rarer and common words is ranked here too. Under a filter of dates or
-collections the rows that pass come as a flag per rowid from the facts held with the sign bits
-(bit_matrix.BitMatrix.rows_passing): BM25 does not depend on the filter, so ranking only those rows is FTS5's
-ranking with the filter in its WHERE (100k chunks, a date filter: the keyword stage's p95 46-50 -> 8 ms).
+the held ones, so an expression of rarer and common words is ranked here too. Under a filter of dates, collections
+or facets (tags, metadata) the rows that pass come as a flag per rowid from the facts held with the sign bits and the
+facet's chunks, listed once per filter (bit_matrix.BitMatrix.rows_passing): BM25 does not depend on the filter, so
+ranking only those rows is FTS5's ranking with the filter in its WHERE (100k chunks, a date filter: the keyword
+stage's p95 46-50 -> 8 ms).
 """
 
 from __future__ import annotations

@@ -363,13 +363,19 @@ class SearchEngine:
             result.timings_ms["title"] = _ms(t0)
 
     def _held_passing(self, filters: Filters, coll_ids) -> dict | None:
-        """A filter of dates and collections only as the rowids it lets through (from the chunks' times and
-        collections held with the bits), so that common words held in RAM are ranked there under it too (100k
-        chunks, a date filter: the keyword stage's p95 46-50 -> 8 ms); None for any other filter, or without both in
-        RAM."""
+        """A filter of dates, collections and facets (tags, metadata) only as the rowids it lets through (from the
+        chunks' times and collections held with the bits, and the facet's chunks listed once per filter), so that
+        common words held in RAM are ranked there under it too (100k chunks: a date filter's keyword stage p95 46-50
+        -> 8 ms; a 2% tag's 35-38 -> see bench/RESULTS.md); None for any other filter, or without both in RAM."""
         if self._held is None or not self._ram:
             return None
-        return self.bit_matrix.rows_passing(filters, coll_ids)
+        facets = None
+        if filters.tags or filters.metadata:
+            where = build_where(Filters(tags=filters.tags, metadata=filters.metadata))
+
+            def facets() -> np.ndarray:  # facet-only: its chunk ids straight from the facet index
+                return np.fromiter((r[0] for r in self.store.conn.execute(where.ids_sql, where.params)), dtype=np.int64)
+        return self.bit_matrix.rows_passing(filters, coll_ids, facets)
 
     def item_df(self, term: keyword.Term) -> int:
         """Items holding the term (cached per index state)."""
