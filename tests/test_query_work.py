@@ -296,3 +296,27 @@ def test_ranking_items_within_collections_checks_each_item_not_its_chunks(tmp_pa
     assert len(rows) == 20 and len(all_rows) == 50
     assert within <= everything * 1.5, (within, everything)  # reading 30 chunks per other item: ~5x
     store.close()
+
+
+def test_a_hybrid_querys_embedding_has_begun_when_the_keyword_side_starts(monkeypatch):
+    """The query's vector is embedded on another thread while the keyword side runs; the caller waits until that
+    thread has begun (holding the GIL for the tokenizer's Python part), never for the embedding itself."""
+    import threading
+
+    import numpy as np
+
+    from rag_search.retrieval import query_vector
+
+    entered, release = threading.Event(), threading.Event()
+
+    class Slow:
+        def embed_query(self, text):
+            entered.set()
+            release.wait(10)
+            return np.ones(4, dtype=np.float32)
+
+    monkeypatch.setattr(query_vector, "START_WAIT_S", 10.0)  # a bound only: the wait ends when the thread begins
+    pending = query_vector.QueryVector(Slow(), "harbour ferry")
+    assert entered.is_set() and not pending._future.done()
+    release.set()
+    assert pending.get().tolist() == [1.0] * 4

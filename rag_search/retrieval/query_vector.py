@@ -26,6 +26,13 @@ def _executor() -> ThreadPoolExecutor:
         return _pool
 
 
+# How long the caller waits for the model's thread to begin (~0.1-0.4 ms). Without the wait that thread needed the
+# GIL while the keyword side held it (Python between SQLite calls), and the model started ~0.4 ms late and was held
+# up again between its steps: 100k bench, alternating rounds in one process: hybrid p50 25.8 -> 24.8 ms, p95 33.0 ->
+# 32.2 (bench/RESULTS.md). On a corpus whose keyword side is the critical path (SciFact) it changed nothing.
+START_WAIT_S = 0.001
+
+
 class QueryVector:
     """The vector of `text`: the one the caller gave, or embedded from construction on in another thread
     (`beside`: something else runs meanwhile), else when asked for."""
@@ -34,11 +41,14 @@ class QueryVector:
         self.ms = 0.0  # the model's own time
         self._given, self._embedder, self._text = given, embedder, text
         self._future: Future | None = None
+        self._started = threading.Event()
         if given is None and beside:
             self._future = _executor().submit(self._embed, embedder, text)
+            self._started.wait(START_WAIT_S)  # the model's thread takes the GIL now, not when we next let go of it
 
     def _embed(self, embedder: Any, text: str) -> np.ndarray:
         t0 = time.perf_counter()
+        self._started.set()
         try:
             return embedder.embed_query(text)
         finally:
