@@ -365,8 +365,8 @@ class SearchEngine:
     def _held_passing(self, filters: Filters, coll_ids) -> dict | None:
         """A filter of dates, collections and facets (tags, metadata) only as the rowids it lets through (from the
         chunks' times and collections held with the bits, and the facet's chunks listed once per filter), so that
-        common words held in RAM are ranked there under it too (100k chunks: a date filter's keyword stage p95 46-50
-        -> 8 ms; a 2% tag's 35-38 -> see bench/RESULTS.md); None for any other filter, or without both in RAM."""
+        common words held in RAM are ranked there under it too (100k chunks, the keyword stage's p95: a date filter's
+        46-50 -> 8 ms, a 2% tag's 30-35 -> 10-11 ms); None for any other filter, or without both in RAM."""
         if self._held is None or not self._ram:
             return None
         facets = None
