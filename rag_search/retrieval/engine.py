@@ -339,7 +339,7 @@ class SearchEngine:
         where = build_where(filters, coll_ids)
         hybrid = result.request.mode == "hybrid"
         n_items = self._items_count() if corpus is None else corpus.rows(keyword.ITEMS)
-        self._passing = self._held_passing(filters, coll_ids)
+        self._passing = self._held_passing(filters, coll_ids) if corpus is None else None  # a scope ranks its own
         beside = self._items_beside(terms, where, limit, n_items, hybrid) if corpus is None else None
         run = self._keyword_chunks(terms, where, limit * CHUNK_DEPTH, n_chunks, hybrid, corpus=corpus)
         result.keyword_expression, result.keyword_dropped, result.keyword_rare = run.expression, run.dropped, run.rare
