@@ -371,9 +371,8 @@ class SearchEngine:
             return None
         facets = None
         if filters.tags or filters.metadata:
-            where = build_where(Filters(tags=filters.tags, metadata=filters.metadata))
-
-            def facets() -> np.ndarray:  # facet-only: its chunk ids straight from the facet index
+            def facets() -> np.ndarray:  # facet-only: its chunk ids straight from the facet index (once per filter)
+                where = build_where(Filters(tags=filters.tags, metadata=filters.metadata))
                 return np.fromiter((r[0] for r in self.store.conn.execute(where.ids_sql, where.params)), dtype=np.int64)
         return self.bit_matrix.rows_passing(filters, coll_ids, facets)
 

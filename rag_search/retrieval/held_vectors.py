@@ -2,8 +2,8 @@
 
 Rescoring a query's binary candidates and the reranker's distances then read no vector from the index: 300 vectors
 by their embedding-cache rows took ~2.5 ms of SQLite at 100k chunks (more on the queries that widen); rescored from
-RAM (BitMatrix.rescore) ~0.7-1 ms with the query's bits. Read with the sign bits and the facts (bit_matrix.py), from the same snapshot, and
-valid while they are.
+RAM (BitMatrix.rescore) ~0.7-1 ms with the query's bits. Read with the sign bits and the facts (bit_matrix.py), from
+the same snapshot, and valid while they are.
 
 They are the index's float32 vectors, unrounded, so a server ranks exactly as the CLI does (its output is compared
 byte for byte: tests/test_cli_server.py). 384 dimensions take 1,536 bytes a chunk, 147 MB at 100k chunks; an index

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import functools
 import math
-from itertools import compress, count
 import re
 import time
 from dataclasses import dataclass, field
+from itertools import compress, count
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
